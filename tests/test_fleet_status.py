@@ -650,18 +650,18 @@ def test_a_merge_drops_the_verdicts_no_run_took_since_the_last(tmp_path: Path, m
         with kept_verdicts.KeptVerdicts() as kept:
             kept.keep(sha256, "key", [sha256])
     folder = Path(kept_verdicts.folder())
-    assert [path.name.startswith("merged-") for path in folder.iterdir()] == [True]
+    assert [path.name.startswith("merged-") for path in folder.glob("*.pack")] == [True]
     with kept_verdicts.KeptVerdicts() as kept:  # takes the first verdict, keeps a fourth
         assert kept.verdict(digests[0], {"key"}) == [digests[0]]
         kept.keep(digests[3], "key", [digests[3]])
     with kept_verdicts.KeptVerdicts() as kept:  # takes the first again: three packs, merged
         assert kept.verdict(digests[0], {"key"}) == [digests[0]]
-    [pack] = folder.iterdir()
+    [pack] = folder.glob("*.pack")
     assert pack.name.startswith("merged-") and pack.stat().st_mode & 0o777 == 0o666 & ~UMASK
     kept = kept_verdicts.KeptVerdicts()
     assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[digests[0]], None, None, [digests[3]]]
     kept.close()
-    assert not [name for name in os.listdir(folder) if not name.endswith(".pack")]
+    assert not [name for name in os.listdir(folder) if not name.endswith(".pack") and name != kept_verdicts.MERGE_LOCK]
 
 
 def test_a_merge_that_finds_a_pack_gone_leaves_the_packs_to_the_merge_that_took_it(
@@ -685,6 +685,42 @@ def test_a_merge_that_finds_a_pack_gone_leaves_the_packs_to_the_merge_that_took_
             kept.keep(sha256, "key", [sha256])
     monkeypatch.setattr(kept_verdicts.os, "listdir", listed)
     assert len(list(Path(kept_verdicts.folder()).glob("*.pack"))) == 3
+    kept = kept_verdicts.KeptVerdicts()
+    assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[sha256] for sha256 in digests]
+    kept.close()
+
+
+def test_a_merge_begun_while_another_removes_its_packs_waits_for_none_and_drops_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two merges at once (the two shares of one status closing together): the second, listing the packs while
+    the first removes what it merged, would take the first's new merged pack for an old one and drop its verdicts.
+    One merge runs at a time (a lock beside the packs); the other leaves the packs to it."""
+    import os
+
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.delenv("LOCKGEN_REPARSE", raising=False)
+    monkeypatch.setattr(kept_verdicts, "MOST_PACKS", 100)
+    digests = [f"{item:02x}" + "0" * 62 for item in range(10)]
+    for sha256 in digests:  # ten packs of one verdict each
+        with kept_verdicts.KeptVerdicts() as kept:
+            kept.keep(sha256, "key", [sha256])
+    folder = kept_verdicts.folder()
+    monkeypatch.setattr(kept_verdicts, "MOST_PACKS", 8)
+    removed = os.unlink
+    calls = []
+
+    def unlink_then_merge_beside(path: str) -> None:
+        removed(path)
+        calls.append(path)
+        if len(calls) == 2:  # another merge lists the folder now: the merged pack and eight of the ten
+            kept_verdicts._merge_when_many(folder)
+
+    monkeypatch.setattr(kept_verdicts.os, "unlink", unlink_then_merge_beside)
+    kept_verdicts._merge_when_many(folder)
+    monkeypatch.setattr(kept_verdicts.os, "unlink", removed)
     kept = kept_verdicts.KeptVerdicts()
     assert [kept.verdict(sha256, {"key"}) for sha256 in digests] == [[sha256] for sha256 in digests]
     kept.close()

@@ -33,6 +33,7 @@ an index out of its file) reads as not kept. Keeping is best-effort: a home lock
 from __future__ import annotations
 
 import array
+import fcntl
 import heapq
 import marshal
 import os
@@ -82,6 +83,7 @@ FANOUT = 1 << 16  # per two-byte prefix of the sha256, how many entries have it 
 ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many, spilled and merged
 ENTRIES_READ = 4096  # a pack's index entries read at a time by a merge (176 KiB)
 MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
+MERGE_LOCK = ".merge.lock"  # held (flock) by the one merge that runs; the packs are listed again once it is held
 
 
 class _Pack:
@@ -296,7 +298,24 @@ def _merge_when_many(where: str) -> None:
     """More than `MOST_PACKS` packs in `where`: all merged into one, renamed in before the others are removed.
     Of a merged pack's verdicts only those another pack holds or notes (taken or kept since it was merged) are
     copied: the others' certificates were not read since."""
-    names = sorted(name for name in os.listdir(where) if name.endswith(PACK))
+    if sum(name.endswith(PACK) for name in os.listdir(where)) <= MOST_PACKS:
+        return
+    try:
+        lock = os.open(os.path.join(where, MERGE_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return
+    try:  # one merge at a time: another, between its rename and its removals, would take its merged pack for old
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another process merges now: its merge covers these packs
+        os.close(lock)
+        return
+    try:
+        _merge_packs(where, sorted(name for name in os.listdir(where) if name.endswith(PACK)))
+    finally:
+        os.close(lock)  # the lock goes with its descriptor
+
+
+def _merge_packs(where: str, names: list[str]) -> None:
     if len(names) <= MOST_PACKS:
         return
     packs: list[_Pack] = []
