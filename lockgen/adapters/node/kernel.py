@@ -339,7 +339,7 @@ def run_distributed(
             "torch.distributed.run",
             *launch,
             f"--nproc_per_node={gpus}",
-            f"--log-dir={Path(folder) / 'torchrun'}",  # else its agent makes a `torchelastic_*` folder it leaves
+            f"--log_dir={Path(folder) / 'torchrun'}",  # else a `torchelastic_*` folder is left; torch 1.x: no --log-dir
             "-m",
             "verify.dist",
             "--out",
