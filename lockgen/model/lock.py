@@ -199,7 +199,8 @@ def lock_from_document(document: dict[str, Any]) -> Lock:
         raise KeyError("a lock document of another shape")
     meta = document["metadata"]
     channels = tuple(
-        LockChannel(url=c["url"], used_env_vars=kept_tuple(c["used_env_vars"])) for c in kept_tuple(meta["channels"])
+        LockChannel(url=c["url"], used_env_vars=kept_tuple(c["used_env_vars"]))
+        for c in (kept_shape(channel, _CHANNEL_KEYS) for channel in kept_tuple(meta["channels"]))
     )
     metadata = LockMetadata(
         content_hash=meta["content_hash"],
@@ -222,6 +223,16 @@ def kept_tuple(value: object) -> tuple[Any, ...]:
 _LOCK_KEYS = frozenset(f.name for f in fields(Lock))
 _METADATA_KEYS = frozenset(f.name for f in fields(LockMetadata))
 _PACKAGE_KEYS = frozenset(f.name for f in fields(LockedPackage))
+_CHANNEL_KEYS = frozenset(f.name for f in fields(LockChannel))
+_HASH_KEYS = frozenset(f.name for f in fields(PackageHash))
+
+
+def kept_shape(document: object, keys: frozenset[str]) -> dict[str, Any]:
+    """A kept JSON object holding exactly `keys`, else `KeyError`: a kept value of another shape is read again
+    from its bytes, never completed by a record's defaults."""
+    if type(document) is not dict or document.keys() != keys:
+        raise KeyError("a kept document of another shape")
+    return document
 
 
 def _package_from_document(p: dict[str, Any]) -> LockedPackage:
@@ -234,7 +245,7 @@ def _package_from_document(p: dict[str, Any]) -> LockedPackage:
         platform=p["platform"],
         dependencies=p["dependencies"],
         url=p["url"],
-        hash=PackageHash(md5=p["hash"]["md5"], sha256=p["hash"]["sha256"]),
+        hash=PackageHash(**kept_shape(p["hash"], _HASH_KEYS)),
         build=p["build"],
         category=p["category"],
         optional=p["optional"],

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
-from lockgen.model.lock import kept_tuple
+from lockgen.model.lock import kept_shape, kept_tuple
 
 MANIFESTS_FORMAT = 1
 _FORBID_EXTRA: dict[str, Any] = {"extra": "forbid"}  # pydantic's config for these records, where it validates them
@@ -142,7 +142,7 @@ def manifest_from_document(document: dict[str, Any]) -> PackageManifest:
         name=document["name"],
         version=document["version"],
         kind=document["kind"],
-        files=tuple(ManifestFile(**file) for file in kept_tuple(document["files"])),
+        files=tuple(ManifestFile(**kept_shape(file, _FILE_KEYS)) for file in kept_tuple(document["files"])),
         dist_info=document["dist_info"],
         scripts=kept_tuple(document["scripts"]),
         entry_points=document["entry_points"],
@@ -152,3 +152,4 @@ def manifest_from_document(document: dict[str, Any]) -> PackageManifest:
 
 
 _MANIFEST_KEYS = frozenset(f.name for f in fields(PackageManifest))
+_FILE_KEYS = frozenset(f.name for f in fields(ManifestFile))
