@@ -128,6 +128,7 @@ def _uv(edit: str) -> str:
             .replace("environments:\n  default:", "environments:\n  default: 1\n  x:"),
             "the pixi.lock's `environments.default` is a number, not a mapping",
         ),
+        ("uv", _uv('{ name = "six" }').replace("version = 1\n", "version = 2020-01-01\n", 1), "version a date or time"),
         ("conda-lock", CONDA_LOCK.replace("package:\n-", "package: 1.5\nx:\n-"), "`package` is a number, not a list"),
         ("conda-lock", CONDA_LOCK.replace("name: zlib", "name: [zlib]"), "`package[0].name` is a list, not text"),
         (  # a record the lock's dataclasses hold (pydantic's `dataclass_type`, its `unexpected_keyword_argument`)
@@ -150,6 +151,7 @@ def _uv(edit: str) -> str:
         "uv-after-kept-wheels",
         "pixi-md5",
         "pixi-env",
+        "uv-version-date",
         "conda-package",
         "conda-name",
         "conda-channel",

@@ -71,6 +71,15 @@ class Words:
     def array_of(self, each: Shape) -> Shape:
         return Shape(f"{_article(self.array)} {self.array} of {_plural(each.name, self)}", _is_array, each)
 
+    def value_of(self, value: object) -> str:
+        """`value` as a person reads it in an error: text and numbers as the file holds them (escaped), anything
+        else by its type in these words."""
+        if isinstance(value, str):
+            return f"`{shown(value)}`"
+        if _is_number(value):
+            return str(value)
+        return self.type_of(value)
+
     def type_of(self, value: object) -> str:
         """`value`'s type in these words (what the file holds where another belongs)."""
         if value is None:

@@ -139,7 +139,9 @@ class PixiLock:
 def _pixi(data: PixiDocument, environment: str | None, digest: str) -> Imported:
     version = data.get("version")
     if version not in _VERSIONS:
-        raise LockFormatError(f"pixi.lock version {version!r} is not supported", "lockgen imports pixi.lock v4 to v7")
+        raise LockFormatError(
+            f"pixi.lock version {YAML.value_of(version)} is not supported", "lockgen imports pixi.lock v4 to v7"
+        )
     environments = data["environments"]
     name = environment or "default"
     if name not in environments:

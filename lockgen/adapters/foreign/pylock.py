@@ -151,7 +151,8 @@ def _read_pylock(data: PylockDocument, choices: ImportOptions, digest: str) -> I
     version = str(data.get("lock-version", ""))
     if not version.startswith("1."):
         raise LockFormatError(
-            f"pylock.toml lock-version {version!r} is not supported", "lockgen reads lock-version 1.x (PEP 751)"
+            f"pylock.toml lock-version {TOML.value_of(version)} is not supported",
+            "lockgen reads lock-version 1.x (PEP 751)",
         )
     glibc = checked_glibc(choices.glibc)
     python = python_within(str(data.get("requires-python", "")), choices.python)

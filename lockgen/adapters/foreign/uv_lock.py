@@ -37,6 +37,7 @@ from lockgen.adapters.pypi.python_wheels import (
 from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, pip_wheel
+from lockgen.adapters.foreign.document_shape import TOML
 from lockgen.model.names import normalize
 
 
@@ -247,7 +248,9 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     let go of once the last platform's walk has pinned it (the pins hold what they need: at 300k packages the
     document's wheels and every pin were held at once)."""
     if data.get("version") != 1:
-        raise LockFormatError(f"uv.lock version {data.get('version')!r} is not supported", "lockgen imports uv.lock v1")
+        raise LockFormatError(
+            f"uv.lock version {TOML.value_of(data.get('version'))} is not supported", "lockgen imports uv.lock v1"
+        )
     glibc = checked_glibc(choices.glibc)
     python = python_within(data.get("requires-python", ""), choices.python)
     graph = UvGraph.of(data)

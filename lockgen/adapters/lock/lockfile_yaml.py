@@ -364,7 +364,7 @@ def parse_lock(text: str, source: str) -> Lock:
                 f"convert it first: lockgen import {source} --target NAME",
             )
         raise LockFormatError(
-            f"lock `{source}` has version {found!r}; lockgen reads conda-lock v{LOCK_VERSION}",
+            f"lock `{source}` has version {YAML.value_of(found)}; lockgen reads conda-lock v{LOCK_VERSION}",
             "re-create it with `lockgen resolve`",
         )
     lock = v1_lock(data, source, "re-create it with `lockgen resolve`")
