@@ -58,7 +58,8 @@ def test_a_second_materialize_reads_no_proven_file(lock: Path, tmp_path: Path, h
 def test_a_build_from_the_store_loads_no_http_client_and_no_conda_module(lock: Path, tmp_path: Path) -> None:
     """A pure-PyPI lock whose wheels are proven is built from the store with uv --offline: the wheel reader with its
     HTTP client and the conda side's modules are imported where they are used, not by this build (11 ms of
-    urllib.request, http.client and netrc in the loop of issue 43)."""
+    urllib.request, http.client and netrc in the loop of issue 43), nor the results' dataclasses, which only a drift
+    check or a damaged store's report makes (about 12 ms)."""
     from tests.test_cli_startup import _loaded
 
     materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched, proven, its manifests kept
@@ -68,6 +69,7 @@ def test_a_build_from_the_store_loads_no_http_client_and_no_conda_module(lock: P
         "lockgen.adapters.store.package_store",
         "lockgen.adapters.conda.rattler_cache",
         "lockgen.adapters.pypi.wheel_record",
+        "lockgen.model.results",
     )
     code, loaded = _loaded(watched, "materialize", str(lock), "--prefix", str(tmp_path / "two"))
     assert (code, loaded) == (0, "loaded: []")
@@ -372,3 +374,102 @@ def test_a_store_file_changed_in_place_is_refused_on_the_fast_path_too(lock: Pat
     assert "error: 1 installed files differ from their wheel's RECORD" in said and "alpha/__init__.py" in said
     assert "moved out to" in said and "hint: materialize (or unpack) again" in said
     assert not (tmp_path / "two").exists() and next((tmp_path / "home" / "quarantine").glob("*-wheel-*"))
+
+
+WRITERS = """
+import os, sys
+from pathlib import Path
+from lockgen.adapters.store import env_manifest
+from lockgen.api.materialize import materialize
+
+real = env_manifest.write
+def noted(prefix, *args, **kwargs):  # the process that writes the record, noted where the test reads it
+    with open(sys.argv[3], "a") as notes:
+        notes.write(f"{os.getpid()} {os.getppid()}\\n")
+    return real(prefix, *args, **kwargs)
+env_manifest.write = noted
+if sys.argv[4] == "no fork":
+    def no_fork():
+        raise OSError("no process to be had")
+    os.fork = no_fork
+print(os.getpid(), materialize(Path(sys.argv[1]), None, Path(sys.argv[2]), lambda _: None)[1])
+"""
+
+
+def test_the_record_is_written_by_a_child_meanwhile_and_is_what_the_build_writes_alone(
+    lock: Path, tmp_path: Path
+) -> None:
+    """Once the wheels' files are proven, the environment's record (manifest and stats) is written by a forked child
+    while the build records the proofs and checks for unstated files (issue 43's loop: the two cores share what uv
+    left to do); where no child can be forked, the build writes it itself: the same manifest bytes and digest. In
+    processes of their own (a pytest worker runs threads: no fork is made beside them)."""
+    import subprocess
+    import sys
+
+    from lockgen.adapters.store.env_manifest import MANIFEST
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched and proven: the next builds are from the store
+    env = {**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")}
+    answers = []
+    for name, how in (("two", "fork"), ("three", "no fork")):
+        notes = tmp_path / f"writers-{name}"
+        said = subprocess.run(
+            [sys.executable, "-c", WRITERS, str(lock), str(tmp_path / name), str(notes), how],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert said.returncode == 0, said.stderr
+        builder, digest = said.stdout.split()
+        writers = [line.split() for line in notes.read_text().splitlines()]
+        answers.append((builder, digest, writers))
+    (builder, digest, writers), (alone, again, its_own) = answers
+    assert writers == [[writers[0][0], builder]] and writers[0][0] != builder  # one record, by the build's child
+    assert its_own == [[alone, its_own[0][1]]]  # no child: the build wrote it
+    assert again == digest
+    assert (tmp_path / "three" / MANIFEST).read_bytes().replace(b"three", b"two") == (
+        tmp_path / "two" / MANIFEST
+    ).read_bytes()
+
+
+REFUSED_MEANWHILE = """
+import os, sys
+from pathlib import Path
+from lockgen.api.steps import shared_steps
+from lockgen.errors import LockFormatError
+from lockgen.api.materialize import materialize
+
+def refuse(*args):  # the check of unstated files refuses while the child writes the record
+    raise LockFormatError("planted refusal", "none")
+shared_steps._nothing_unstated = refuse
+prefix = Path(sys.argv[2])
+try:
+    materialize(Path(sys.argv[1]), None, prefix, lambda _: None)
+except LockFormatError as refused:
+    print(refused.message)
+try:
+    print("a child left:", os.waitpid(-1, os.WNOHANG))
+except ChildProcessError:
+    print("no child left")
+print(sorted(path.name for path in prefix.parent.iterdir() if prefix.name in path.name))
+"""
+
+
+def test_a_refusal_while_the_child_writes_the_record_leaves_no_child_and_nothing_at_the_prefix(
+    lock: Path, tmp_path: Path
+) -> None:
+    """A build refused after the child that writes the record was forked (a file no package states) ends and waits
+    for that child before its temporary folder is removed: nothing is left at the prefix or beside it, and no child
+    outlives the build (in a process of its own: a pytest worker runs threads, and no fork is made beside them)."""
+    import subprocess
+    import sys
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # fetched and proven: the next build is from the store
+    said = subprocess.run(
+        [sys.executable, "-c", REFUSED_MEANWHILE, str(lock), str(tmp_path / "two")],
+        env={**os.environ, "LOCKGEN_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+    )
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.splitlines() == ["planted refusal", "no child left", "[]"]

@@ -409,11 +409,13 @@ _EXPECTED = {  # pydantic's error types, as what the YAML must hold there
     "list_type": "a list",
     "dict_type": "a mapping",
     "model_type": "a mapping",
+    "dataclass_type": "a mapping",
     "model_attributes_type": "a mapping",
     "bool_type": "true or false",
     "bool_parsing": "true or false",
     "int_type": "a whole number",
     "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
 }
 
 
@@ -425,7 +427,7 @@ def _out_of_place(error: ErrorDetails) -> str:
     if kind == "missing":
         parent, _, key = place.rpartition(".")
         return f"{f'`{shown(parent)}`' if parent else 'the document'} has no `{shown(key)}`"
-    if kind == "extra_forbidden":
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"`{shown(place)}` is no key of a conda-lock v1 entry"
     if kind == "literal_error":
         found = error["input"]
@@ -433,4 +435,4 @@ def _out_of_place(error: ErrorDetails) -> str:
         return f"`{shown(place)}` is {held}, not {error.get('ctx', {}).get('expected', 'one the format names')}"
     if kind in _EXPECTED:
         return f"`{shown(place)}` is {YAML.type_of(error['input'])}, not {_EXPECTED[kind]}"
-    return f"`{shown(place)}`: {error['msg']}"
+    return f"`{shown(place)}` is {YAML.type_of(error['input'])}, not what a conda-lock v1 entry holds there"

@@ -15,12 +15,15 @@ import stat
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lockgen.adapters import parallel
 from lockgen.adapters.store import file_guard
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home, store_envs
-from lockgen.model.results import SharingEnvironment
+
+if TYPE_CHECKING:  # loaded where a damaged file is named (the results' module: about 12 ms a build does without)
+    from lockgen.model.results import SharingEnvironment
 
 QUARANTINE = "quarantine"
 MOST_NOTES_BYTES = 1 << 20  # about 5,000 environments noted
@@ -90,6 +93,8 @@ def sharing(
     """The environments lockgen made (but `besides`, one being built) whose file at one of `relatives` is one of
     `inodes`: a conda package's files lie at the same path in a prefix (`store` "conda"), a wheel's under its
     site-packages ("wheel")."""
+    from lockgen.model.results import SharingEnvironment
+
     wanted, paths = set(inodes), sorted(set(relatives))
     found = []
     for prefix, note in _made().items():

@@ -13,11 +13,13 @@ import contextlib
 import gc
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lockgen.adapters import home
+from lockgen.adapters import home, parallel
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.pypi import dist_info
 from lockgen.adapters.store import env_manifest, file_guard, installers
@@ -31,7 +33,7 @@ from lockgen.adapters.proof import (
 )
 from lockgen.adapters.pypi import local_source
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
-from lockgen.api.steps.wheel_steps import install_proven
+from lockgen.api.steps.wheel_steps import Installed, install_proven
 from lockgen.core.env import drift as drift_rules
 from lockgen.core.lock import lock_builder
 from lockgen.core.stack import stack_layout
@@ -43,7 +45,9 @@ from lockgen.core.env.wheel_files import OWN_FOLDER, in_own_folder
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.environment_record import EnvironmentManifest, ManifestStats
 from lockgen.model.lock import LoadedLock, Lock, LockedPackage
-from lockgen.model.results import Drift
+
+if TYPE_CHECKING:  # loaded by the drift checks alone (the results' dataclasses: about 12 ms a build does without)
+    from lockgen.model.results import Drift
 
 Meter = Callable[[str, int, int], None]
 
@@ -199,20 +203,35 @@ def build_environment(
         )
         venv = lambda meanwhile: installers.make_venv(temp, interpreter, meanwhile)  # noqa: E731
     walked: env_manifest.Tree | None = None
+    extra = {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)}
+    recording: list[parallel.Forked] = []  # the record written by a child while the wheels' proofs are recorded
+    children = contextlib.ExitStack()  # a child that is not asked (an error) is ended and waited for as this ends
     if pip:
         python_xy = lock_python(lock, platform) or ""
-        wheels = install_proven(
-            pip,
-            lambda: [placed_wheel(package, python_xy, verify) for package in pip],
-            temp,
-            progress,
-            meter,
-            verify,
-            venv,
-        )
-        expected.extend(wheels.placed)
-        known.update(wheels.proven)
-        walked = wheels.tree
+        ahead = not (conda or local or held or venv_interpreter)  # the tree the wheels leave is the environment
+
+        def record_ahead(installed: Installed) -> None:
+            if ahead:
+                record = partial(_recorded, temp, installed.proven, installed.tree, None, extra)
+                recording.append(children.enter_context(parallel.Forked(record)))
+
+        with children:
+            wheels = install_proven(
+                pip,
+                lambda: [placed_wheel(package, python_xy, verify) for package in pip],
+                temp,
+                progress,
+                meter,
+                verify,
+                venv,
+                record_ahead,
+            )
+            expected.extend(wheels.placed)
+            known.update(wheels.proven)
+            walked = wheels.tree
+            if recording:  # the child's answer is the environment's digest; None where it failed: written here
+                _nothing_unstated(temp, final, expected, walked[0])
+                return recording[0].result() or _recorded(temp, known, walked, None, extra)
     if local and stack_folder is not None:  # after the wheels: the local packages' dependencies are among them
         if venv is not None and not pip:
             venv(lambda: None)
@@ -228,12 +247,24 @@ def build_environment(
     elif pip and not conda and venv_interpreter:
         installers.point_venv_at(temp, venv_interpreter)
         scanned = None
+    return _recorded(temp, known, scanned, held, extra)
+
+
+def _recorded(
+    temp: Path,
+    known: Mapping[str, str],
+    scanned: env_manifest.Tree | None,
+    held: HeldEnvironment | None,
+    extra: Mapping[str, str],
+) -> str:
+    """Writes the environment's record into `temp` (its manifest with `extra`, of the union with `held`'s files on
+    a base, and its stats) from the proven sha256 `known` and the walk `scanned` (None: walked here); returns the
+    environment's digest."""
     made = env_manifest.built(temp, known, scanned)  # the manifest and its encoding in one pass over the files
     if held:  # the union's files, encoded again
         manifest, files_json = env_manifest.overlay(held.entries, made.manifest), None
     else:
         manifest, files_json = made.manifest, made.files_json
-    extra = {"lock_sha256": lock_digest, "platform": platform, "prefix": str(final)}
     return env_manifest.write(temp, manifest, made.stats_json, extra, files_json)
 
 
@@ -339,6 +370,8 @@ def recorded_drift(prefix: Path, full: bool) -> Drift:
     unless `full`; a tree whose stat walk is the one the last clean look saw (`conformance_store`: nothing
     moved, the record included) is clean without reading anything. Both stand only within the stat trust window
     (`conformance_store.byte_trust`): once the last look that read every byte is older, every byte is read again."""
+    from lockgen.model.results import Drift
+
     trust = conformance_store.byte_trust(prefix, "")
     full = full or trust.expired
     tree = stat_walk.tree_fingerprint(prefix)  # before anything is read
@@ -374,6 +407,8 @@ def _shown(when: float | None) -> str | None:
 def _drift(prefix: Path, full: bool, manifest: EnvironmentManifest, stats: ManifestStats) -> Drift:
     """The work of `recorded_drift`: every path against the record (`manifest`, `stats`), hashing what moved
     (all when `full`)."""
+    from lockgen.model.results import Drift
+
     recorded = {e["path"]: e for e in manifest["files"]}
     fingerprints = stats["files"]
     infos, folder_infos = env_manifest.scan_tree(prefix)

@@ -124,11 +124,14 @@ def install_proven(
     meter: Meter | None = None,
     verify: bool = False,
     make_venv: Callable[[Callable[[], object]], None] | None = None,
+    proven: Callable[[Installed], object] | None = None,
 ) -> Installed:
     """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
     files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`, when the venv is
     still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are checked while uv
-    makes the venv; neither touches what the other does)."""
+    makes the venv; neither touches what the other does). `proven`: given what was installed once every file is
+    proven and sealed, before the proofs are recorded for the next install (the caller starts its own work on the
+    tree then, which the records do not change)."""
     pins = [_sha256_of(package) for package in pip]
     expected: list[ExpectedPackage] = []
     stated: dict[str, tuple[str, str]] = {}
@@ -160,6 +163,9 @@ def install_proven(
         sealed = wheel_store.seal(prefix, infos)  # read-only from now on (`found` is every file of `infos`)
         infos.update(sealed)
         tree[0].update(sealed)
+        installed = Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)
+        if proven is not None:
+            proven(installed)
         for pin, placed in zip(pins, expected):
             if placed.dist_info is not None:  # every file it states was found (none `wrong`), most of them in `infos`
                 mine = [f.path for f in placed.files if f.sha256]
@@ -168,4 +174,4 @@ def install_proven(
         f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven "
         "before and unchanged)"
     )
-    return Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)
+    return installed

@@ -6,10 +6,13 @@ from __future__ import annotations
 import re
 import stat
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from lockgen.model.environment_record import EnvironmentManifest
 from lockgen.model.oci import BASE_CONFIG_INSIDE, BASE_MANIFEST_INSIDE, LOCK_INSIDE
-from lockgen.model.results import Drift
+
+if TYPE_CHECKING:  # the results' module (its dataclasses: about 12 ms) is not loaded by a build, which reports none
+    from lockgen.model.results import Drift
 
 LOCKGEN_FILES = frozenset(
     {
@@ -28,6 +31,8 @@ _CACHED = re.compile(
 
 def manifest_drift(recorded: EnvironmentManifest, current: EnvironmentManifest) -> Drift:
     """Files missing, extra or changed between a recorded manifest and one built from the files now."""
+    from lockgen.model.results import Drift
+
     before = {e["path"]: e for e in recorded["files"]}
     now = {e["path"]: e for e in current["files"]}
     return Drift(
