@@ -101,3 +101,38 @@ def test_a_kept_spec_of_another_shape_is_parsed_again(tmp_path: Path, monkeypatc
     monkeypatch.setattr(spec_parse, "parse_stack_text", lambda *args: parsed.append(args) or parse(*args))
     assert read_stack(stack).spec == first and len(parsed) == 1
     assert kept_inputs.kept_spec(sha256) == first  # kept again in its place
+
+
+@pytest.mark.parametrize(
+    "name", ["Dependency", "PypiDependency", "PypiOptions", "Target", "ImageSettings", "StackSpec"]
+)
+def test_each_spec_record_has_its_model_s_fields_and_aliases(name: str) -> None:
+    """The stack's rules (`spec_models`) and its records (`model/spec.py`) name the same fields, in the same order,
+    under the same `stack.toml` names, with the same defaults: what the rules accept is what the records hold."""
+    import dataclasses
+
+    from lockgen.core.stack import spec_models
+    from lockgen.model import spec
+
+    model, record = getattr(spec_models, name), getattr(spec, name)
+    in_model = [
+        (
+            field,
+            info.alias,
+            None if info.is_required() else spec_models.plain_record(info.get_default(call_default_factory=True)),
+        )
+        for field, info in model.model_fields.items()
+    ]
+    in_record = [
+        (
+            item.name,
+            item.metadata.get("alias"),
+            None
+            if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
+            else item.default_factory()
+            if item.default is dataclasses.MISSING
+            else item.default,
+        )
+        for item in dataclasses.fields(record)
+    ]
+    assert in_record == in_model
