@@ -7,6 +7,7 @@ import pytest
 from lockgen.core.gpu.arch_rules import build_constraint, build_cuda, coverage, cuda_window, judge_build
 from lockgen.core.gpu.facts import load_facts, minor_compat_ceiling, native_cuda
 from lockgen.core.stack.plan import virtual_packages
+from lockgen.core.stack import spec_models
 from lockgen.errors import TargetError
 from lockgen.model.plan import CandidateBuild
 from lockgen.model.spec import Target
@@ -15,7 +16,9 @@ FACTS = load_facts()
 
 
 def gpu(arch: str, driver: str, **extra: object) -> Target:
-    return Target(name="t", arch=arch, driver=driver, **extra)
+    """A GPU target as a stack states it (`cuda-compat`, ...), through the stack's rules."""
+    validated = spec_models.Target(name="t", arch=arch, driver=driver, **extra)  # type: ignore[arg-type]
+    return spec_models.plain_record(validated)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.core.gpu.arch_rules import cuda_window, judge_build
 from lockgen.core.gpu.facts import load_facts, native_cuda
 from lockgen.core.pypi.pypi_rules import torch_admission
+from lockgen.core.stack import spec_models
 from lockgen.errors import TargetError
 from lockgen.model.plan import CandidateBuild
 from lockgen.model.spec import Target
@@ -25,7 +26,9 @@ FACTS = load_facts()
 
 
 def gpu(arch: str, driver: str, **extra: object) -> Target:
-    return Target(name="t", arch=arch, driver=driver, **extra)
+    """A GPU target as a stack states it (`cuda-compat`, ...), through the stack's rules."""
+    validated = spec_models.Target(name="t", arch=arch, driver=driver, **extra)  # type: ignore[arg-type]
+    return spec_models.plain_record(validated)  # type: ignore[no-any-return]
 
 
 def admitted(target: Target, platform: str = "linux-64") -> tuple[str, ...]:

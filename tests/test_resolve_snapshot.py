@@ -106,6 +106,27 @@ def test_a_repeated_resolve_builds_no_pydantic_validator(example_copy: Path, sna
 
 
 @pytest.mark.slow
+def test_a_repeated_resolve_imports_no_pydantic(example_copy: Path, snapshot: Path, tmp_path: Path) -> None:
+    """A resolve whose stack and facts are kept imports neither pydantic nor lockgen's pydantic base (issue 43 item
+    4): the spec and the GPU facts are plain records past their boundary (`spec_parse`, `core.gpu.facts`), kept as
+    JSON documents and rebuilt without a validator, as the lock is. The first resolve, which validates the stack and
+    the facts, shows that the probe sees the import; the second writes the same lock bytes."""
+    line = ("resolve", str(example_copy), "--channel-alias", f"conda-forge={snapshot}")
+    env = {"LOCKGEN_HOME": str(tmp_path / "home"), "PYTHONPROFILEIMPORTTIME": "1"}
+    first = run_cli(*line, env=env)
+    locks = {lock.name: lock.read_bytes() for lock in example_copy.parent.glob("locks/*.conda-lock.yml")}
+    again = run_cli(*line, env=env)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    assert "unchanged" in again.stderr and locks
+    assert {"pydantic", "lockgen.model.base"} <= _imported(first)
+    imported = _imported(again)
+    assert "pydantic" not in imported and "lockgen.model.base" not in imported, sorted(
+        name for name in imported if name.startswith(("pydantic", "lockgen.model.base", "lockgen.model.checked"))
+    )
+    assert {lock.name: lock.read_bytes() for lock in example_copy.parent.glob("locks/*.conda-lock.yml")} == locks
+
+
+@pytest.mark.slow
 def test_conda_lock_parses_every_lock(resolved: Path) -> None:
     from conda_lock.lockfile import parse_conda_lock_file
 

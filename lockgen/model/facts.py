@@ -1,16 +1,25 @@
 """GPU facts as data: compute capabilities, CUDA toolkits, drivers and PyTorch arch lists.
 
 Loaded from `lockgen/data/gpu_facts.json`, which re-expresses the sourced matrix in
-`shared/reference/gpu-matrix.json`; every entry keeps the sources it came from.
+`shared/reference/gpu-matrix.json`; every entry keeps the sources it came from. The facts are plain frozen records:
+a facts document is validated once, where it is read (`core.gpu.facts`, by pydantic over these very dataclasses,
+unknown keys refused as `__pydantic_config__` says), and the packaged facts' checked value is kept and rebuilt
+without a validator (`kept_inputs.gpu_facts`), so a resolve that finds them kept imports no pydantic.
 """
 
 from __future__ import annotations
 
-from lockgen.model.base import Frozen
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+_FORBID_EXTRA: dict[str, Any] = {"extra": "forbid"}  # pydantic's config for these records, where it validates them
 
 
-class ArchFact(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchFact:
     """What lockgen knows about one compute capability (e.g. sm90)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     name: str
     compute_capability: str
@@ -23,26 +32,35 @@ class ArchFact(Frozen):
     sources: tuple[str, ...]
 
 
-class CudaUpdateFact(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaUpdateFact:
     """A CUDA update release (12.6.3 is 12.6 Update 3) and the driver its installer bundles: information only,
     never a floor (a 12.6.x runtime asks the driver for CUDA 12.6, which the 12.6 GA driver runs natively)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     min_driver: str
     sources: tuple[str, ...]
 
 
-class CudaToolkitFact(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaToolkitFact:
     """A CUDA toolkit release (major.minor), the oldest Linux driver that runs it natively (Table 3's GA driver:
     the floor for every update of that minor), and the drivers its updates bundle (information)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     version: str
     min_driver: str
     sources: tuple[str, ...]
-    updates: dict[str, CudaUpdateFact] = {}
+    updates: dict[str, CudaUpdateFact] = field(default_factory=dict)
 
 
-class MinorCompatFact(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MinorCompatFact:
     """The oldest driver that runs every minor release of one CUDA major (minor-version compatibility)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     major: str
     min_driver: str
@@ -50,9 +68,12 @@ class MinorCompatFact(Frozen):
     sources: tuple[str, ...]
 
 
-class CondaForgeArchList(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CondaForgeArchList:
     """The arch list of conda-forge's pytorch builds for one CUDA version (and platform, when it differs;
     and build variant, e.g. `tegra`, told apart by an `arm-variant * tegra` dependency)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     cuda: str
     platform: str | None
@@ -61,9 +82,12 @@ class CondaForgeArchList(Frozen):
     sources: tuple[str, ...]
 
 
-class OfficialArchList(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OfficialArchList:
     """The arch list of the official PyTorch builds (pytorch channel, PyPI, download.pytorch.org) for a release,
     CUDA variant and platform (linux-64's and linux-aarch64's builds differ)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     torch: str
     cuda_tag: str
@@ -73,8 +97,11 @@ class OfficialArchList(Frozen):
     platform: str = "linux-64"
 
 
-class PypiWheelFact(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PypiWheelFact:
     """Which torch build a release publishes on pypi.org for a platform (`cpu` or a CUDA variant) and its arch list."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     torch: str
     platform: str
@@ -85,8 +112,11 @@ class PypiWheelFact(Frozen):
     toolkit: str | None = None  # the exact CUDA release it was built with (13.0.3), when its metadata says
 
 
-class ChannelArchList(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelArchList:
     """The arch list of the `pytorch` conda channel's builds for one CUDA variant, where it differs from the wheels'."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     cuda_tag: str
     arch_list: str
@@ -94,9 +124,12 @@ class ChannelArchList(Frozen):
     sources: tuple[str, ...]
 
 
-class TegraDriverFact(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TegraDriverFact:
     """A Jetson driver branch and the CUDA it runs natively: Tegra drivers (Jetson Linux's, e.g. Thor's `580.00`)
     are numbered on their own and are never read through the discrete-GPU Table 3."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     branch: str
     archs: tuple[str, ...]
@@ -105,10 +138,13 @@ class TegraDriverFact(Frozen):
     sources: tuple[str, ...]
 
 
-class PackageCudaRule(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PackageCudaRule:
     """A rule the owner of a CUDA-versioned package states for the drivers it runs on, in place of the toolkit
     window: `minor-version-compatibility` (NVIDIA's cuda-bindings: X.y runs on any driver of major X at or above
     that major's minor-version compatibility floor)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     packages: tuple[str, ...]
     rule: str
@@ -116,8 +152,11 @@ class PackageCudaRule(Frozen):
     sources: tuple[str, ...]
 
 
-class LastDriverBranch(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LastDriverBranch:
     """The last discrete-GPU driver branch that supports some archs (R580 for Maxwell, Pascal and Volta)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     archs: tuple[str, ...]
     branch: str
@@ -125,8 +164,11 @@ class LastDriverBranch(Frozen):
     sources: tuple[str, ...]
 
 
-class GpuFacts(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuFacts:
     """All facts, indexed by name."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = _FORBID_EXTRA
 
     archs: dict[str, ArchFact]
     cuda_toolkits: dict[str, CudaToolkitFact]
@@ -143,7 +185,8 @@ class GpuFacts(Frozen):
     origin: str = "lockgen/data/gpu_facts.json"  # the file they came from ($LOCKGEN_FACTS when set)
 
 
-class ReleaseEvidence(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseEvidence:
     """What an index says of one torch release the facts do not list: the wheel read for a platform and
     the requirements its METADATA states (environment markers kept)."""
 
@@ -154,7 +197,8 @@ class ReleaseEvidence(Frozen):
     uploaded: str | None = None
 
 
-class ServedRelease(Frozen):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServedRelease:
     """One torch release a PyTorch variant index serves for a platform: its newest patch and the wheel read."""
 
     torch: str  # 2.14.1+cu126

@@ -5,8 +5,8 @@ made passed every field's rule, `lock_fields.check_lock`, by the text's bytes: `
 `$LOCKGEN_HOME/kept/<kind>/<sha256 of the bytes>.json` in plain JSON, so a later command given the same bytes can
 load what was checked without pydantic or the models (the fast path, `lockgen.cli.fast_path`), as git keeps its
 index and uv its resolutions. A stack's spec is kept by its text's bytes too (`keep_spec`), and the packaged GPU
-facts once (`gpu_facts`), as the JSON dumps the models rebuild without validating them (`model.base.rebuilt`): a
-resolve of a stack read before validates neither again.
+facts once (`gpu_facts`), as the JSON documents of their plain records, rebuilt without a validator
+(`model.records`): a resolve of a stack read before validates neither again, and imports no pydantic.
 
 What a kept value trusts: that the file under lockgen's home was written by lockgen, after the models accepted
 the bytes whose sha256 names it, under the rules its record names (`kept_runs.rules_stamp`: lockgen's version and
@@ -50,13 +50,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from lockgen.model.facts import GpuFacts
     from lockgen.model.lock import Lock
     from lockgen.model.spec import StackSpec
 
-    M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 Kind = Literal["lock", "stack", "node", "checked", "spec", "facts"]
 
@@ -261,14 +259,14 @@ def keep_spec(sha256: str, spec: StackSpec) -> None:
     """Keeps the spec the models accepted for a stack text whose bytes' sha256 is `sha256` (one that extends
     nothing, so its spec is a function of its text alone: `stack_file.read_stack`), so the next command reading the
     same bytes takes it without validating it again (`kept_spec`)."""
-    _keep_rebuilt("spec", sha256, spec)
+    _keep_record("spec", sha256, spec)
 
 
 def kept_spec(sha256: str) -> StackSpec | None:
     """The spec kept for the stack text whose bytes' sha256 is `sha256`; None when none is kept."""
     from lockgen.model.spec import StackSpec
 
-    return _kept_rebuilt("spec", sha256, StackSpec)
+    return _kept_record("spec", sha256, StackSpec)
 
 
 _PACKAGED_FACTS = hashlib.sha256(b"the packaged GPU facts").hexdigest()  # their bytes: bound by the rules' stamp
@@ -284,42 +282,52 @@ def gpu_facts() -> GpuFacts:
         return facts.load_facts()
     from lockgen.model.facts import GpuFacts
 
-    found = _kept_rebuilt("facts", _PACKAGED_FACTS, GpuFacts)
+    found = _kept_record("facts", _PACKAGED_FACTS, GpuFacts)
     if found is not None and found.origin == package_data.PACKAGED_FACTS:
         facts.remember(found)
         return found
     loaded = facts.load_facts()
-    _keep_rebuilt("facts", _PACKAGED_FACTS, loaded)
+    _keep_record("facts", _PACKAGED_FACTS, loaded)
     return loaded
 
 
-def _keep_rebuilt(kind: Kind, sha256: str, value: BaseModel) -> None:
-    """Keeps a value the models accepted as its JSON dump, for `_kept_rebuilt` to rebuild without validating
-    (`model.base.rebuilt`). Kept only when that dump, read back as `_kept_rebuilt` reads it, rebuilds this very
-    value: equal field for field and dumped alike (every table in the same order), so what is taken later is what
-    the models accepted; a value its dump does not rebuild is validated each time, as before. The record is read
-    once, before the dump: one kept already with a dump is left as it is."""
+def _keep_record(kind: Kind, sha256: str, value: StackSpec | GpuFacts) -> None:
+    """Keeps a value the boundary's validator accepted as its record's JSON document (`model.records`), for
+    `_kept_record` to rebuild without a validator. Kept only when that document, read back as `_kept_record` reads
+    it, rebuilds this very value: equal field for field and written alike (every table in the same order: the
+    document is kept as its JSON text, whose keys the record's sorting leaves as they were), so what is taken later
+    is what the validator accepted; a value its document does not rebuild is validated each time, as before. The
+    record is read once, before the document is made: one kept already is left as it is, unless it is of another
+    shape (then it is written again)."""
+    from lockgen.model.records import record_document
+
+    record: type[StackSpec | GpuFacts] = type(value)
     found = _value(kind, sha256)
-    if found is not None and isinstance(found.get("dump"), str):
+    if found is not None and isinstance(found.get("record"), str):
+        if _rebuilt_record(record, found["record"]) is not None:
+            return
+    try:
+        document = json.dumps(record_document(value))
+    except (TypeError, ValueError):  # a field JSON does not hold: validated each time
         return
-    dumped = json.dumps(value.model_dump(mode="json"))
-    again = _rebuilt_dump(type(value), dumped)
-    if again is None or again != value or json.dumps(again.model_dump(mode="json")) != dumped:
+    again = _rebuilt_record(record, document)
+    if again is None or again != value or json.dumps(record_document(again)) != document:
         return
-    _write(kind, sha256, {"dump": dumped})
+    _write(kind, sha256, {"record": document})
 
 
-def _kept_rebuilt(kind: Kind, sha256: str, model: type[M]) -> M | None:
+def _kept_record(kind: Kind, sha256: str, record: type[R]) -> R | None:
     value = kept(kind, sha256)
-    if value is None or not isinstance(value.get("dump"), str):
+    if value is None or not isinstance(value.get("record"), str):
         return None
-    return _rebuilt_dump(model, value["dump"])
+    return _rebuilt_record(record, value["record"])
 
 
-def _rebuilt_dump(model: type[M], dumped: str) -> M | None:
-    from lockgen.model.base import rebuilt
+def _rebuilt_record(record: type[R], document: str) -> R | None:
+    """The record `document` (JSON text) is of, None where it is of another shape (it is parsed again)."""
+    from lockgen.model.records import NotRebuilt, record_from_document
 
     try:
-        return rebuilt(model, json.loads(dumped))
-    except ValueError:
+        return record_from_document(record, json.loads(document))
+    except (NotRebuilt, ValueError, RecursionError):
         return None

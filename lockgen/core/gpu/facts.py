@@ -5,25 +5,17 @@ The facts file is package data, read once per process; nothing here touches the 
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 from lockgen.core.gpu.package_data import facts_document, facts_origin, facts_overridden
 from lockgen.core.gpu.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError, UserError
-from lockgen.model.facts import (
-    ArchFact,
-    ChannelArchList,
-    CondaForgeArchList,
-    CudaToolkitFact,
-    GpuFacts,
-    LastDriverBranch,
-    MinorCompatFact,
-    OfficialArchList,
-    PackageCudaRule,
-    PypiWheelFact,
-    TegraDriverFact,
-)
+from lockgen.model.facts import ArchFact, CudaToolkitFact, GpuFacts, TegraDriverFact
 from lockgen.model.spec import Target
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 
 def load_facts() -> GpuFacts:
@@ -50,32 +42,41 @@ def _source() -> tuple[bool, str]:
 _PARSED: dict[tuple[bool, str], GpuFacts] = {}
 
 
+@functools.cache
+def _facts_validator() -> TypeAdapter[GpuFacts]:
+    """pydantic's validator of the facts' records, built once per process, when a facts document is read."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(GpuFacts)
+
+
 def _parsed(origin: str, raw: Any) -> GpuFacts:
+    """The facts document `raw` as the facts' records, every entry validated (the facts' one boundary)."""
     try:
-        return GpuFacts(
-            archs={name: ArchFact(name=name, **entry) for name, entry in raw["archs"].items()},
-            cuda_toolkits={v: CudaToolkitFact(version=v, **e) for v, e in raw["cuda_toolkits"].items()},
-            minor_version_compat={m: MinorCompatFact(major=m, **e) for m, e in raw["minor_version_compat"].items()},
-            conda_forge_pytorch_arch_lists=tuple(
-                CondaForgeArchList(**e) for e in raw["conda_forge_pytorch_arch_lists"]
-            ),
-            pytorch_official_arch_lists=tuple(
-                OfficialArchList(torch=torch, cuda_tag=tag, platform=platform, **entry)
-                for key, platform in (
-                    ("pytorch_official_arch_lists", "linux-64"),
-                    ("pytorch_official_aarch64_arch_lists", "linux-aarch64"),
-                )
-                for torch, by_tag in raw.get(key, {}).items()
-                for tag, entry in by_tag.items()
-            ),
-            pytorch_pypi_wheels=tuple(PypiWheelFact(**e) for e in raw["pytorch_pypi_wheels"]),
-            pytorch_channel_arch_lists=tuple(ChannelArchList(**e) for e in raw.get("pytorch_channel_arch_lists", ())),
-            tegra_drivers=tuple(TegraDriverFact(**e) for e in raw.get("tegra_drivers", ())),
-            package_cuda_rules=tuple(PackageCudaRule(**e) for e in raw.get("package_cuda_rules", ())),
-            last_driver_branches=tuple(LastDriverBranch(**e) for e in raw.get("last_driver_branches", ())),
-            unverifiable=tuple(raw.get("unverifiable", ())),
-            valid_as_of=str(raw.get("valid_as_of", "")),
-            origin=origin,
+        return _facts_validator().validate_python(
+            {
+                "archs": {name: {"name": name, **entry} for name, entry in raw["archs"].items()},
+                "cuda_toolkits": {v: {"version": v, **e} for v, e in raw["cuda_toolkits"].items()},
+                "minor_version_compat": {m: {"major": m, **e} for m, e in raw["minor_version_compat"].items()},
+                "conda_forge_pytorch_arch_lists": raw["conda_forge_pytorch_arch_lists"],
+                "pytorch_official_arch_lists": [
+                    {"torch": torch, "cuda_tag": tag, "platform": platform, **entry}
+                    for key, platform in (
+                        ("pytorch_official_arch_lists", "linux-64"),
+                        ("pytorch_official_aarch64_arch_lists", "linux-aarch64"),
+                    )
+                    for torch, by_tag in raw.get(key, {}).items()
+                    for tag, entry in by_tag.items()
+                ],
+                "pytorch_pypi_wheels": raw["pytorch_pypi_wheels"],
+                "pytorch_channel_arch_lists": raw.get("pytorch_channel_arch_lists", ()),
+                "tegra_drivers": raw.get("tegra_drivers", ()),
+                "package_cuda_rules": raw.get("package_cuda_rules", ()),
+                "last_driver_branches": raw.get("last_driver_branches", ()),
+                "unverifiable": tuple(raw.get("unverifiable", ())),
+                "valid_as_of": str(raw.get("valid_as_of", "")),
+                "origin": origin,
+            }
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

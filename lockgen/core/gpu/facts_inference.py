@@ -13,7 +13,7 @@ naming what would admit it. With `unknown-releases = "refuse"` every newer relea
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -178,4 +178,4 @@ def with_inferred(facts: GpuFacts, inference: Inference) -> GpuFacts:
     """The facts with the inferred releases added (the packaged facts are never changed)."""
     if not inference.admitted:
         return facts
-    return facts.model_copy(update={"pytorch_pypi_wheels": facts.pytorch_pypi_wheels + inference.admitted})
+    return replace(facts, pytorch_pypi_wheels=facts.pytorch_pypi_wheels + inference.admitted)

@@ -4,13 +4,15 @@ the PyPI layer, and one content hash per platform's solve. The keys they are wri
 
 from __future__ import annotations
 
+from dataclasses import fields as fields_of
+
 from lockgen.core.credentials import scrub_url
 from lockgen.digests import canonical_digest, canonical_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the stack's models: named for their fields only (a build of a lock loads none)
     from lockgen.model.plan import SolveRequest
-    from lockgen.model.spec import PypiDependency, StackSpec, Target
+    from lockgen.model.spec import ImageSettings, PypiDependency, StackSpec, Target
 
 
 def spec_digest(spec: StackSpec) -> str:
@@ -29,7 +31,7 @@ def image_text(spec: StackSpec) -> str:
     """The `[image]` settings as the lock records them: canonical JSON, for export to apply (`services` only
     when there are any, so the locks of stacks without them read as before)."""
     assert spec.image is not None
-    settings = spec.image.model_dump(mode="json", by_alias=True)
+    settings = _as_written(spec.image)
     if not settings["services"]:
         del settings["services"]
     return canonical_json(settings).decode()
@@ -43,19 +45,25 @@ def target_digest(spec: StackSpec, target: Target) -> str:
 
 
 def target_fields(target: Target) -> dict[str, object]:
-    """The target's fields under their aliases, each as JSON holds it: `model_dump(mode="json", by_alias=True)`
-    (held equal by tests/test_lock_meta.py) without pydantic's serializer, whose first build costs a resolve the
-    validator's too and the import of pydantic's plugin loader. A field of a type JSON does not hold as itself is
-    refused, not guessed at."""
-    return {field.alias or name: _as_json(getattr(target, name)) for name, field in type(target).model_fields.items()}
+    """The target's fields under their `stack.toml` names, each as JSON holds it (what pydantic's
+    `model_dump(mode="json", by_alias=True)` made of the model before it: tests/test_lock_meta.py holds them alike)."""
+    return _as_written(target)
+
+
+def _as_written(record: Target | ImageSettings) -> dict[str, object]:
+    """A stack record's fields, in their order, under their `stack.toml` names (`alias`), as JSON holds them. A
+    field of a type JSON does not hold as itself is refused, not guessed at."""
+    return {item.metadata.get("alias", item.name): _as_json(getattr(record, item.name)) for item in fields_of(record)}
 
 
 def _as_json(value: object) -> object:
     if isinstance(value, tuple):
         return [_as_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_json(item) for key, item in value.items()}
     if value is None or isinstance(value, (str, bool, int)):
         return value
-    raise TypeError(f"a target field of type {type(value).__name__} has no JSON form here: dump it with pydantic")
+    raise TypeError(f"a stack field of type {type(value).__name__} has no JSON form here: give it a JSON form")
 
 
 def exclude_newer_text(spec: StackSpec) -> str:

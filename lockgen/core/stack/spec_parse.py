@@ -1,5 +1,6 @@
 """Parses `stack.toml` (the standard library's TOML reader; tomlkit for a text it refuses, whose error names
-the line) into a frozen `StackSpec`, with file and line in every error (`spec_locator` finds the line).
+the line) into a frozen `StackSpec`, with file and line in every error (`spec_locator` finds the line): the
+stack's boundary, where its tables are validated by the models of `spec_models` and handed on as plain records.
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ from pydantic import ValidationError
 
 from lockgen.core.stack.spec_locator import Locator, repeated_line
 from lockgen.errors import SpecError
-from lockgen.model.spec import Dependency, ImageSettings, LockBase, PypiDependency, PypiOptions, StackSpec, Target
+from lockgen.core.stack.spec_models import (
+    Dependency,
+    ImageSettings,
+    PypiDependency,
+    PypiOptions,
+    StackSpec,
+    Target,
+    fields_of,
+    plain_spec,
+)
+from lockgen.model import spec as records
 
 _TOP_TABLES = ("stack", "dependencies", "pypi-dependencies", "pypi-options", "targets", "image")
 _STACK_KEYS = ("name", "channels", "platforms", "exclude-newer", "python", "unknown-releases", "extends", "override")
@@ -75,8 +86,8 @@ def extends_of(stack: str | StackDocument, source: str = "stack.toml") -> str | 
 
 
 def parse_stack_text(
-    stack: str | StackDocument, source: str = "stack.toml", base: StackSpec | LockBase | None = None
-) -> StackSpec:
+    stack: str | StackDocument, source: str = "stack.toml", base: records.StackSpec | records.LockBase | None = None
+) -> records.StackSpec:
     """Parses the text of a stack file (or its `StackDocument`, read already); every problem is a SpecError
     naming `source` and the line. A stack that `extends` another is parsed on top of `base`, whose channels,
     platforms, targets and rules it takes; one that extends a lock, on top of what the lock says (its target,
@@ -84,11 +95,11 @@ def parse_stack_text(
     read = stack if isinstance(stack, StackDocument) else stack_document(stack, source)
     document = read.tables
     locator = Locator(read.text, read.source)
-    if isinstance(base, LockBase):
-        return _team_stack_on_lock(document, locator, base)
+    if isinstance(base, records.LockBase):
+        return plain_spec(_team_stack_on_lock(document, locator, base))
     if base is not None:
-        return _team_stack(document, locator, base)
-    return _stack(document, locator)
+        return plain_spec(_team_stack(document, locator, base))
+    return plain_spec(_stack(document, locator))
 
 
 def _document(text: str, source: str) -> dict[str, object]:
@@ -180,7 +191,7 @@ def _stack(document: dict[str, object], locator: "Locator") -> StackSpec:
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _team_stack(document: dict[str, object], locator: "Locator", base: StackSpec) -> StackSpec:
+def _team_stack(document: dict[str, object], locator: "Locator", base: records.StackSpec) -> StackSpec:
     """A team stack on a base: the base's platforms, targets and rules; its dependencies added to the base's."""
     where = _table(document, "stack", locator)["extends"]  # a text: `extends_of` found it so
 
@@ -233,12 +244,12 @@ def _team_stack(document: dict[str, object], locator: "Locator", base: StackSpec
     try:
         return StackSpec.model_validate(
             {
-                **base.model_dump(by_alias=True),
+                **fields_of(base),
                 "name": stack.get("name", base.name),
                 "channels": channels,
-                "dependencies": base.dependencies + added,
-                "pypi_dependencies": base.pypi_dependencies + added_pypi,
-                "image": _image(document.get("image"), locator) or base.image,
+                "dependencies": fields_of(base.dependencies) + added,
+                "pypi_dependencies": fields_of(base.pypi_dependencies) + added_pypi,
+                "image": _image(document.get("image"), locator) or fields_of(base.image),
                 "extends": where,
                 "override": stack.get("override", False),
             }
@@ -247,7 +258,7 @@ def _team_stack(document: dict[str, object], locator: "Locator", base: StackSpec
         raise locator.from_validation(exc, ("stack",), _HINT_KEYS["stack"]) from None
 
 
-def _team_stack_on_lock(document: dict[str, object], locator: "Locator", base: LockBase) -> StackSpec:
+def _team_stack_on_lock(document: dict[str, object], locator: "Locator", base: records.LockBase) -> StackSpec:
     """A team stack on a lock (an adopted Python environment): the lock's target, platforms and Python; the
     team's PyPI dependencies and options. The target's hardware is the lock's, or `[targets.NAME]` states it
     (a pinned lock records none)."""

@@ -17,7 +17,7 @@ from tomlkit.items import InlineTable, Table
 
 from lockgen.errors import SpecError, UserError
 from lockgen.model.names import normalize, shown
-from lockgen.model.spec import Dependency, PypiDependency
+from lockgen.core.stack.spec_models import Dependency, PypiDependency  # the rules: a word is checked as a stack is
 
 DependencyTable = Literal["dependencies", "pypi-dependencies"]
 TABLES: tuple[DependencyTable, ...] = ("dependencies", "pypi-dependencies")
