@@ -244,6 +244,37 @@ def test_forked_work_returns_its_text_and_a_failure_or_a_thread_returns_none() -
         other.join()
 
 
+def test_a_caller_interrupted_while_waiting_leaves_no_child_working(tmp_path: Path) -> None:
+    """Ctrl-C while the caller waits for a child's text (a build waiting for its record): the child is ended and
+    waited for before the interrupt goes on, so nothing it writes lands after (a build's temporary folder is
+    removed next)."""
+    import signal
+
+    late = tmp_path / "written-late"
+
+    def slow() -> str:
+        time.sleep(1.5)
+        late.write_text("after")
+        return "done"
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt), parallel.Forked(slow) as child:
+            assert child.forked
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            child.result()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child of this process left, running or unreaped
+    time.sleep(1.6)
+    assert not late.exists()
+
+
 def test_fingerprints_kept_from_a_child_or_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     proofs = {"lib/a": [1, 2, 3, 4, 5, "ab" * 32]}

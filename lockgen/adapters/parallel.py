@@ -13,7 +13,9 @@ could not read is left to the caller, who meets the error."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache, partial
@@ -106,8 +108,14 @@ class Forked:
             pid, read = self._child
             self._child = None
             _READING.discard(read)
-            with os.fdopen(read, "rb") as stream:
-                data = stream.read()
+            try:
+                with os.fdopen(read, "rb") as stream:
+                    data = stream.read()
+            except BaseException:  # interrupted (Ctrl-C) while the child works: ended and waited for, never left
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+                raise
             if os.waitpid(pid, 0)[1] == 0:  # exit 0 only after the whole text was written
                 self._result = data
         return self._result
