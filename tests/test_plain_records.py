@@ -76,6 +76,19 @@ def test_a_field_of_another_type_is_refused(where: tuple[str | int, ...], value:
         record_from_document(StackSpec, document)
 
 
+@pytest.mark.parametrize("where", [("image",), ("targets", 0, "driver"), ("pypi_options",)])
+def test_a_document_missing_an_optional_field_is_refused_not_completed(where: tuple[str | int, ...]) -> None:
+    """A kept document holds every field (`record_document` writes them all): one without a field is not completed
+    by the record's default, which validation could refuse (a GPU target without its driver)."""
+    document = record_document(parse_stack_text((REPO / "envs/examples/pytorch-cuda/stack.toml").read_text()))
+    holder = document
+    for step in where[:-1]:
+        holder = holder[step]
+    del holder[where[-1]]
+    with pytest.raises(NotRebuilt):
+        record_from_document(StackSpec, document)
+
+
 def test_a_kept_spec_of_another_shape_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kept spec whose document was changed to another shape is not taken: the stack's text is parsed again (and
     its spec kept again in its place)."""

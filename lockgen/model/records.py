@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import typing
-from dataclasses import MISSING, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from types import UnionType
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -60,9 +60,8 @@ def _rebuilt(kind: Any, value: Any) -> Any:
     if isinstance(kind, type) and is_dataclass(kind):
         types = _field_types(kind)
         names = {item.name for item in fields(kind)}
-        required = {item.name for item in fields(kind) if item.default is MISSING and item.default_factory is MISSING}
-        if type(value) is not dict or not value.keys() <= names or not required <= value.keys():
-            raise NotRebuilt(f"a {kind.__name__} document of another shape")
+        if type(value) is not dict or value.keys() != names:  # every field, as `record_document` writes: a kept
+            raise NotRebuilt(f"a {kind.__name__} document of another shape")  # value is never completed by defaults
         return kind(**{name: _rebuilt(types[name], item) for name, item in value.items()})
     if origin in (Union, UnionType):
         if value is None and type(None) in arguments:
