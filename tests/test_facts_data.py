@@ -4,6 +4,7 @@ additions and corrections in tests/facts_additions.json; every fact keeps its so
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,38 @@ def test_an_override_spelled_as_the_packaged_file_s_path_is_read_as_the_override
     monkeypatch.setattr(facts, "_PARSED", {})  # the next command
     assert str(kept_inputs.gpu_facts().valid_as_of) == "2001-01-01" != str(packaged_facts.valid_as_of)
     assert str(facts.load_facts().valid_as_of) == "2001-01-01"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda raw: raw["archs"]["sm90"].update(name="sm999"), "the entry of `sm90` names `name`, which its key"),
+        (lambda raw: next(iter(raw["cuda_toolkits"].values())).update(version="99.9"), "names `version`"),
+        (
+            lambda raw: next(iter(next(iter(raw["pytorch_official_aarch64_arch_lists"].values())).values())).update(
+                platform="linux-64"
+            ),
+            "names `platform`, which its key gives",
+        ),
+        (lambda raw: raw["archs"]["sm90"].update(unknown=1), "`archs.sm90.unknown`"),
+    ],
+    ids=["arch-name", "toolkit-version", "aarch64-platform", "unknown-key"],
+)
+def test_a_stated_facts_entry_is_refused_where_it_names_what_its_key_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Callable[[dict], object], expected: str
+) -> None:
+    """An entry's key gives its arch name, toolkit version, torch/tag/platform: an entry naming one itself is
+    refused (an aarch64 arch list is never made a linux-64 one by its entry), and a refusal names the place."""
+    from lockgen.core.gpu import facts
+    from lockgen.core.gpu.package_data import load_json
+    from lockgen.errors import UserError
+
+    raw = json.loads(json.dumps(load_json("gpu_facts.json")))  # a copy: the packaged document is cached
+    edit(raw)
+    stated = tmp_path / "facts.json"
+    stated.write_text(json.dumps(raw))
+    monkeypatch.setenv("LOCKGEN_FACTS", str(stated))
+    monkeypatch.setattr(facts, "_PARSED", {})
+    with pytest.raises(UserError) as refused:
+        facts.load_facts()
+    assert "does not follow the facts schema" in str(refused.value) and expected in str(refused.value)

@@ -12,6 +12,7 @@ from lockgen.core.gpu.package_data import facts_document, facts_origin, facts_ov
 from lockgen.core.gpu.versions import as_tuple, major_minor, mm_text
 from lockgen.errors import TargetError, UserError
 from lockgen.model.facts import ArchFact, CudaToolkitFact, GpuFacts, TegraDriverFact
+from lockgen.model.names import shown
 from lockgen.model.spec import Target
 
 if TYPE_CHECKING:
@@ -55,12 +56,12 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
     try:
         return _facts_validator().validate_python(
             {
-                "archs": {name: {"name": name, **entry} for name, entry in raw["archs"].items()},
-                "cuda_toolkits": {v: {"version": v, **e} for v, e in raw["cuda_toolkits"].items()},
-                "minor_version_compat": {m: {"major": m, **e} for m, e in raw["minor_version_compat"].items()},
+                "archs": {name: _keyed(entry, name=name) for name, entry in raw["archs"].items()},
+                "cuda_toolkits": {v: _keyed(e, version=v) for v, e in raw["cuda_toolkits"].items()},
+                "minor_version_compat": {m: _keyed(e, major=m) for m, e in raw["minor_version_compat"].items()},
                 "conda_forge_pytorch_arch_lists": raw["conda_forge_pytorch_arch_lists"],
                 "pytorch_official_arch_lists": [
-                    {"torch": torch, "cuda_tag": tag, "platform": platform, **entry}
+                    _keyed(entry, torch=torch, cuda_tag=tag, platform=platform)
                     for key, platform in (
                         ("pytorch_official_arch_lists", "linux-64"),
                         ("pytorch_official_aarch64_arch_lists", "linux-aarch64"),
@@ -79,11 +80,30 @@ def _parsed(origin: str, raw: Any) -> GpuFacts:
             }
         )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = _first_error(exc)
         raise UserError(
             f"the facts file {origin} does not follow the facts schema: {first}",
             "compare it with the packaged lockgen/data/gpu_facts.json, or unset LOCKGEN_FACTS",
         ) from None
+
+
+def _keyed(entry: Any, **keyed: str) -> dict[str, Any]:
+    """A facts entry with the fields its key gives (an arch's name, a toolkit's version...); an entry naming one
+    of them itself is refused: the key decides (an aarch64 arch list never made a linux-64 one by its entry)."""
+    named = sorted(keyed.keys() & entry.keys()) if isinstance(entry, dict) else []
+    if named:
+        raise ValueError(f"the entry of `{shown(next(iter(keyed.values())))}` names `{named[0]}`, which its key gives")
+    return {**entry, **keyed}
+
+
+def _first_error(exc: Exception) -> str:
+    """The first thing wrong, by its place in the facts' records where pydantic found it."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        place = ".".join(str(step) for step in first["loc"])
+        return f"`{shown(place)}`: {shown(first['msg'])}"
+    return shown(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__
 
 
 def sorted_archs(facts: GpuFacts) -> list[ArchFact]:
