@@ -164,3 +164,29 @@ def test_an_update_that_moves_nothing_keeps_the_lock_bytes(tmp_path: Path, index
     assert lock.read_bytes() == before
     again = run_cli("resolve", str(path), "--update", "beta", "--json")  # each platform's own version
     assert '"unchanged": true' in again.stdout and "beta stays at 1.0" in again.stderr and lock.read_bytes() == before
+
+
+def test_uv_is_found_by_threads_at_once_in_a_fresh_interpreter() -> None:
+    """The platforms are resolved by threads at once; the first to look for uv fills Python 3.11's `sysconfig`
+    variables unguarded, so another read `EXE` as None (exit 3 on a kept resolve). Found once, under a lock."""
+    import subprocess
+    import sys
+
+    script = (
+        "import threading\n"
+        "from lockgen.adapters.pypi.uv_resolver import uv_binary\n"
+        "found, start = [], threading.Barrier(8)\n"
+        "def look():\n"
+        "    start.wait()\n"
+        "    try:\n"
+        "        found.append(uv_binary())\n"
+        "    except Exception as exc:\n"
+        "        found.append(repr(exc))\n"
+        "threads = [threading.Thread(target=look) for _ in range(8)]\n"
+        "[thread.start() for thread in threads]\n"
+        "[thread.join() for thread in threads]\n"
+        "print(len(set(found)), found[0])\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    count, path = ran.stdout.split(maxsplit=1)
+    assert count == "1" and path.strip().endswith("/uv"), ran.stdout

@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import re
 import tempfile
+import threading
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,12 +82,23 @@ def python_platform(platform: str, glibc: str) -> str:
 
 
 def uv_binary() -> str:
-    try:
-        from uv import find_uv_bin
+    """The `uv` package's executable, found once per process under a lock: the platforms are resolved by threads at
+    once, and `find_uv_bin` reads `sysconfig`, whose variables Python 3.11 fills unguarded on first use (a thread
+    read `EXE` as None while another filled them: exit 3 on a kept resolve, which no longer imports what filled them
+    before the threads started)."""
+    with _UV_FOUND_LOCK:
+        if not _UV_FOUND:
+            try:
+                from uv import find_uv_bin
 
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        raise ToolMissingError("uv", "pip install uv (lockgen depends on it)") from None
+                _UV_FOUND.append(find_uv_bin())
+            except (ImportError, FileNotFoundError):
+                raise ToolMissingError("uv", "pip install uv (lockgen depends on it)") from None
+        return _UV_FOUND[0]
+
+
+_UV_FOUND: list[str] = []
+_UV_FOUND_LOCK = threading.Lock()
 
 
 def _command(uv: str, request: PypiRequest, folder: Path) -> list[str]:
