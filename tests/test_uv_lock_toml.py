@@ -256,3 +256,17 @@ def test_the_walk_reads_the_same_lock_from_the_parts_kept(source: Path) -> None:
     }
     assert len(set(edges)) == len(distinct)  # one object per distinct edge
     assert all(set(entry) <= {*uv_lock._WALKED, "wheels", "sdist"} for entry in kept["package"])
+
+
+@pytest.mark.parametrize("stray", ["\n,", "\n  ,\n", "\n,\nname = 1\n"])
+def test_a_line_led_by_a_comma_is_read_by_tomllib(stray: str) -> None:
+    """A line that starts with a comma (none in uv's layout) once vanished in the rewrite (`{` + blank lines + `,`
+    reads as a table's first key): a lock tomllib refuses was read (hypothesis found it in CI)."""
+    text = (
+        'version = 1\nrevision = 2\nrequires-python = ">=3.10"\n\n[manifest]\nmembers = ["app"]\n\n[[package]]\n'
+        'name = "pkg0"\nversion = ""\nsource = { registry = "" }\n\n[package.optional-dependencies]\n' + stray
+    )
+    with pytest.raises(uv_lock_toml._NotSimple):
+        uv_lock_toml._read_simple(text)
+    with pytest.raises(tomllib.TOMLDecodeError):
+        read_uv_toml(text)

@@ -122,9 +122,10 @@ def _check_layout(region: str) -> None:
     if (
         re.search(r" = *\n", skeleton)
         or re.search(r"\[ *,", skeleton)
+        or re.search(r"\n *,", skeleton)  # a line led by a comma: uv writes none, and the rewrite's would vanish
         or any(word in skeleton for word in ("null", "NaN", "Infinity"))
     ):
-        raise _NotSimple  # a value on the next line, an array opening on a comma, or what JSON reads and TOML does not
+        raise _NotSimple  # a value on the next line, a comma opening an array or a line, what JSON reads and TOML not
     flat, found = skeleton, 1
     while found:
         flat, found = _ONE_LINE_TABLE.subn("0", flat)
