@@ -153,7 +153,7 @@ FIELDS = st.fixed_dictionaries(
 def clean_failure(result: subprocess.CompletedProcess[str], allowed: tuple[int, ...] = (1, 2)) -> None:
     """One `error:` line and a hint (exit 1), or typer's usage error (exit 2); never a traceback."""
     assert result.returncode in allowed, result.stderr
-    assert "Traceback" not in result.stderr and "unexpected" not in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "error: unexpected" not in result.stderr, result.stderr
     if result.returncode == 1:
         assert len([line for line in result.stderr.splitlines() if line.startswith("error:")]) == 1, result.stderr
         assert re.search(r"^hint: \S", result.stderr, re.M), result.stderr

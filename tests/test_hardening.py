@@ -136,7 +136,7 @@ def test_a_closed_pipe_ends_quietly() -> None:
         capture_output=True,
         text=True,
     )
-    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "error: unexpected" not in done.stderr, done.stderr
 
 
 def test_an_image_cannot_point_a_check_at_the_host(tmp_path: Path) -> None:
