@@ -11,9 +11,11 @@ this one)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -106,10 +108,13 @@ def _python(write: object) -> list[str]:
     return ["--python", "3.11"] if write in (_uv_lock, _pylock) else []
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextlib.contextmanager
+def _refusing_port() -> Iterator[int]:
+    """A loopback port bound and never listened on while the block runs: a connection is refused, and no other
+    test's server can take the port meanwhile (one closed at once was, once, taken by a parallel worker's index)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
 
 
 @pytest.mark.parametrize("write", WRITERS, ids=FORMATS)
@@ -140,11 +145,12 @@ def test_a_wheel_its_index_gives_no_hash_for_fails_the_import_unless_allow_parti
         and "lists no sha256 for a file of that name at that URL" in refused.stderr
     )
     assert "hint: import with --allow-partial" in refused.stderr and "Traceback" not in refused.stderr
-    unreachable = write(tmp_path, f"http://127.0.0.1:{_closed_port()}/simple", KIT.filename)
-    refused = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), *_python(write))
-    assert refused.returncode == 1 and not out.exists(), refused.stderr
-    assert "gives no sha256 for `gpukit`" in refused.stderr and "its index could not be read" in refused.stderr
-    partial = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), *_python(write), "--allow-partial")
+    with _refusing_port() as port:
+        unreachable = write(tmp_path, f"http://127.0.0.1:{port}/simple", KIT.filename)
+        refused = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), *_python(write))
+        assert refused.returncode == 1 and not out.exists(), refused.stderr
+        assert "gives no sha256 for `gpukit`" in refused.stderr and "its index could not be read" in refused.stderr
+        partial = run_cli("import", str(unreachable), "-t", "t", "-o", str(out), *_python(write), "--allow-partial")
     assert partial.returncode == 0, partial.stderr
     assert "left out: " in partial.stderr and "linux-64: `gpukit` 1.0 has a wheel without a sha256" in partial.stderr
     lock = read_lock(out).lock
@@ -316,9 +322,10 @@ def test_a_pixi_environment_s_indexes_are_checked(tmp_path: Path) -> None:
     source.write_text(text.replace("    indexes:\n    - http://127.0.0.1:1/simple\n", "    indexes: []\n"))
     refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
     assert refused.returncode == 1 and "its pixi environment names no index (`indexes: []`)" in refused.stderr
-    first, second = (f"http://127.0.0.1:{_closed_port()}/simple" for _ in range(2))
-    _pixi_lock(tmp_path, first, KIT.filename, indexes=(first, second))
-    refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
+    with _refusing_port() as one, _refusing_port() as other:
+        first, second = (f"http://127.0.0.1:{port}/simple" for port in (one, other))
+        _pixi_lock(tmp_path, first, KIT.filename, indexes=(first, second))
+        refused = run_cli("import", str(source), "-t", "t", "-o", str(tmp_path / "t.yml"))
     assert refused.returncode == 1 and not (tmp_path / "t.yml").exists(), refused.stderr
     assert f"none of its indexes ({first}, {second}) could be read; its index could not be read" in refused.stderr
     assert "lists a sha256" not in refused.stderr
