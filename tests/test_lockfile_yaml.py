@@ -88,7 +88,7 @@ def test_unknown_version_and_garbage_are_refused(tmp_path: Path) -> None:
         parse_lock(good.replace("version: 1", "version: 2", 1), "x")
     with pytest.raises(LockFormatError, match="not valid YAML"):
         parse_lock("a: [unclosed", "x")
-    with pytest.raises(LockFormatError, match="malformed"):
+    with pytest.raises(LockFormatError, match=r"malformed: `package\[0\]\.manager` is `apt`, not `conda` or `pip`$"):
         parse_lock(good.replace("manager: conda", "manager: apt", 1), "x")
 
 

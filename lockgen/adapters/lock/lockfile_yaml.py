@@ -419,6 +419,13 @@ _EXPECTED = {  # pydantic's error types, as what the YAML must hold there
 }
 
 
+_QUOTED = re.compile(r"'([^'`]*)'")  # pydantic quotes a literal `'conda'`: this document's words quote in backticks
+
+
+def _backticked(quoted: re.Match[str]) -> str:
+    return f"`{quoted[1]}`"
+
+
 def _out_of_place(error: ErrorDetails) -> str:
     """The first place a v1 document breaks the models, by its key and in YAML's words (not pydantic's, which
     name the models' types: `instance of LockedPackage`, `a valid tuple`)."""
@@ -432,7 +439,8 @@ def _out_of_place(error: ErrorDetails) -> str:
     if kind == "literal_error":
         found = error["input"]
         held = f"`{shown(found)}`" if isinstance(found, str) else YAML.type_of(found)
-        return f"`{shown(place)}` is {held}, not {error.get('ctx', {}).get('expected', 'one the format names')}"
+        expected = str(error.get("ctx", {}).get("expected", "one the format names"))
+        return f"`{shown(place)}` is {held}, not {_QUOTED.sub(_backticked, expected)}"
     if kind in _EXPECTED:
         return f"`{shown(place)}` is {YAML.type_of(error['input'])}, not {_EXPECTED[kind]}"
     return f"`{shown(place)}` is {YAML.type_of(error['input'])}, not what a conda-lock v1 entry holds there"
