@@ -276,7 +276,7 @@ def test_bad_arguments_are_one_error_and_hint_or_a_usage_error(
         result = CliRunner().invoke(app, args)
         lines = result.stderr.strip().splitlines()
         assert result.exit_code in (1, 2), (args, result.exit_code, result.stderr, result.exception)
-        assert "Traceback" not in result.stderr
+        assert "Traceback (most recent call last)" not in result.stderr  # the word alone may be the name given
         if result.exit_code == 1:
             assert len(lines) == 2 and lines[0].startswith("error: ") and lines[1].startswith("hint: "), (
                 args,
