@@ -250,59 +250,98 @@ class _Doubt(Exception):
 
 
 class Placing:
-    """A placement made while the venv is: its folders made in a folder beside the venv by a thread as soon as the
-    placement is read (mkdir waits in the kernel, not on the GIL: a torch's 1,100 folders cost 0.3-1 s of kernel time
-    on a filesystem whose inodes were just freed, uv's as well), then, once the plan is given (`link`), the links
-    under them, each store file's lstat checked against its proof (`wheel_store.stands`) right before it is linked
-    and the new link's lstat after; all moved into the venv once it is made (`finish`). What is left of it beside the
-    venv is removed as the block of `placing` ends."""
+    """A placement made while the venv is, in a folder beside it, then moved into it (`finish`). Two threads (mkdir
+    and link wait in the kernel, not on the GIL; a torch's 1,100 folders cost 0.1-1 s of kernel time on a filesystem
+    whose inodes were just freed, uv's as well): one makes the folders as soon as the placement is read, then the
+    files uv wrote into them; the other, once the plan is given (`link`), links each store file into its folder as
+    soon as that folder is made, its lstat checked against its proof (`wheel_store.stands`) right before the link
+    and the new link's lstat after. What is left beside the venv is removed as the block of `placing` ends."""
 
     def __init__(self, placement: Placement, scratch: Path) -> None:
         self.placement, self.scratch = placement, scratch
-        inside = set(placement.folders)
-        self.tops = [folder for folder in placement.folders if folder.rpartition("/")[0] not in inside]
+        self.rank = {folder: at for at, folder in enumerate(placement.folders)}  # sorted: a parent before its child
+        self.tops = [folder for folder in placement.folders if folder.rpartition("/")[0] not in self.rank]
         self.planned: Plan | None = None
-        self.under: list[int] = []  # the links the thread makes: those under a folder of the placement
+        self.under: list[int] = []  # the links made beside the venv (those under a folder of the placement)
         self.infos: list[os.stat_result] = []
-        self.failed: Exception | None = None
+        self.folders: dict[str, os.stat_result] = {}
+        self.wrote: dict[str, os.stat_result] = {}
+        self.failed: list[Exception] = []
+        self._made = 0  # how many folders are made (-1: the folders' thread failed)
+        self._progress = threading.Condition()
         self._given = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="lockgen-placing", daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=work, daemon=True) for work in (self._make_folders, self._link)]
+        for thread in self.threads:
+            thread.start()
 
     def link(self, planned: Plan | None) -> None:
-        """Gives the thread the plan to link (None: nothing to link, the placement does not hold)."""
+        """Gives the plan to link (None: nothing to link, the placement does not hold)."""
         self.planned = planned
         self._given.set()
 
-    def _run(self) -> None:
+    def _made_up_to(self, count: int) -> None:
+        with self._progress:
+            self._made = count
+            self._progress.notify_all()
+
+    def _make_folders(self) -> None:
+        top, made = str(self.scratch), 0
         try:
-            top = str(self.scratch)
             for parent in sorted({folder.rpartition("/")[0] for folder in self.tops}):
                 os.makedirs(f"{top}/{parent}", exist_ok=True)
-            for folder in self.placement.folders:
+            for made, folder in enumerate(self.placement.folders, 1):
                 os.mkdir(f"{top}/{folder}")
-            self._given.wait()
-            planned = self.planned
-            if planned is None:
-                return
-            inside = set(self.placement.folders)
-            self.under = [at for at, target in enumerate(planned.targets) if target.rpartition("/")[0] in inside]
-            self.infos = _linked(
-                [planned.sources[at] for at in self.under],
-                [f"{top}/{planned.targets[at]}" for at in self.under],
-                [planned.fingerprints[at] for at in self.under],
-            )
+                if made % 32 == 0:
+                    self._made_up_to(made)
+            self._made_up_to(len(self.placement.folders))
+            self.folders = {folder: os.lstat(f"{top}/{folder}") for folder in self.placement.folders}
+            inside = [written for written in self.placement.written if written.path.rpartition("/")[0] in self.rank]
+            self.wrote = {written.path: _write(f"{top}/{written.path}", written) for written in inside}
         except Exception as exc:  # any failure is a doubt: `finish` says None, and uv installs
-            self.failed = exc
+            self.failed.append(exc)
+            self._made_up_to(-1)
+
+    def _link(self) -> None:
+        self._given.wait()
+        planned = self.planned
+        if planned is None:
+            return
+        rank, targets = self.rank, planned.targets
+        where = [rank.get(target.rpartition("/")[0], -1) for target in targets]
+        self.under = sorted((at for at in range(len(targets)) if where[at] >= 0), key=where.__getitem__)
+        top, made = str(self.scratch), 0
+        try:
+            for start in range(0, len(self.under), 256):  # a share at a time, once its folders are made
+                share = self.under[start : start + 256]
+                needed = where[share[-1]] + 1
+                if made < needed:
+                    with self._progress:
+                        self._progress.wait_for(lambda: self._made >= needed or self._made < 0)
+                        made = self._made
+                    if made < 0:
+                        return
+                self.infos += _linked(
+                    [planned.sources[at] for at in share],
+                    [f"{top}/{targets[at]}" for at in share],
+                    [planned.fingerprints[at] for at in share],
+                )
+        except Exception as exc:  # any failure is a doubt: `finish` says None, and uv installs
+            self.failed.append(exc)
+
+    def join(self) -> None:
+        if not self._given.is_set():
+            self.link(None)
+        for thread in self.threads:
+            thread.join()
 
     def finish(self, prefix: Path) -> Placed | None:
-        """The plan moved into the fresh venv at `prefix` and the rest placed (links straight into the venv's own
-        folders, the written files); None, with nothing of it left in the venv, where a store file did not stand,
-        the venv is not the one the placement was kept in, a path it places is there already, or anything failed
+        """The plan moved into the fresh venv at `prefix` and the rest placed (links and written files straight in
+        the venv's own folders); None, with nothing of it left in the venv, where a store file did not stand, the
+        venv is not the one the placement was kept in, a path it places is there already, or anything failed
         (another filesystem: uv copies then)."""
-        self.thread.join()
+        self.join()
         planned, placement = self.planned, self.placement
-        if self.failed is not None or planned is None:
+        if self.failed or planned is None:
             return None
         files, folders = env_manifest.scan_tree(prefix)  # a venv just made: a few dozen paths
         placed = [*planned.targets, *(written.path for written in placement.written)]
@@ -317,6 +356,7 @@ class Placing:
             return None  # under a link of the venv, or a file
         top, moved = str(prefix), []
         rest = sorted(set(range(len(planned.targets))) - set(self.under))
+        written = [entry for entry in placement.written if entry.path not in self.wrote]
         try:
             for folder in self.tops:
                 os.rename(f"{self.scratch}/{folder}", f"{top}/{folder}")
@@ -326,10 +366,10 @@ class Placing:
                 [f"{top}/{planned.targets[at]}" for at in rest],
                 [planned.fingerprints[at] for at in rest],
             )
-            wrote = {written.path: _write(f"{top}/{written.path}", written) for written in placement.written}
-            walked = {path: os.lstat(f"{top}/{path}") for path in {*folders, *placement.folders}}
+            wrote = {**self.wrote, **{entry.path: _write(f"{top}/{entry.path}", entry) for entry in written}}
+            walked = {**self.folders, **{path: os.lstat(f"{top}/{path}") for path in [*folders, *self.tops]}}
         except (OSError, _Doubt):
-            _undo(top, moved, [planned.targets[at] for at in rest], placement.written)
+            _undo(top, moved, [planned.targets[at] for at in rest], written)
             return None
         infos: list[os.stat_result | None] = [None] * len(planned.targets)
         for at, info in chain(zip(self.under, self.infos), zip(rest, direct)):
@@ -387,6 +427,4 @@ def placing(placement: Placement | None, prefix: Path) -> Iterator[Placing | Non
         try:
             yield work
         finally:
-            if not work._given.is_set():
-                work.link(None)
-            work.thread.join()
+            work.join()

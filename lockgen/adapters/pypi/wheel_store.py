@@ -77,7 +77,7 @@ WIDTH = 7  # the integers of a fingerprint
 PROOF_LAYOUT = 3  # 2 kept ctime among the fields that must match: every environment removed threw the proofs away
 Proven = tuple[list[str], list[int], str]  # paths, fingerprints, sha256s: the files of a record, in order
 
-_READ: dict[str, tuple[tuple[int, ...], dict]] = {}  # records read by this process, by their file's stat
+_READ: dict[str, tuple[tuple[int, ...], dict, bytes]] = {}  # records read by this process, by their file's stat
 
 
 def _read(wheel_sha256: str) -> dict | None:
@@ -96,7 +96,7 @@ def _read(wheel_sha256: str) -> dict | None:
     record = fingerprint_records.decode(data, PROOF_LAYOUT, WIDTH, digests=True)
     if record is None or not isinstance(record.get("folder"), str):
         return None
-    _READ[wheel_sha256] = (stamp, record)
+    _READ[wheel_sha256] = (stamp, record, data)
     return record
 
 
@@ -196,9 +196,17 @@ def proof_of(wheel_sha256: str) -> Proof | None:
 
 def renew(wheel_sha256: str, proof: Proof, infos: Sequence[os.stat_result]) -> None:
     """Records a wheel's proof again with the lstat now of each of its files (`infos`, in the record's order: links
-    to them just made, the same inodes), so the next check compares the link count and ctime those links left."""
+    to them just made, the same inodes), so the next check compares the link count and ctime those links left: the
+    record's bytes as read with their fingerprints replaced (`fingerprint_records.with_fingerprints`), else encoded
+    whole."""
     fingerprints = list(chain.from_iterable(map(_FINGERPRINT_FIELDS, infos)))
-    _write(wheel_sha256, proof.folder, (proof.paths, fingerprints, proof.sha256))
+    kept = _READ.get(wheel_sha256)
+    same = kept is not None and kept[1]["paths"] is proof.paths and kept[1]["sha256"] is proof.sha256
+    data = fingerprint_records.with_fingerprints(kept[2], fingerprints) if kept is not None and same else None
+    if data is None:
+        _write(wheel_sha256, proof.folder, (proof.paths, fingerprints, proof.sha256))
+    else:
+        write_bytes_atomic(_record_path(wheel_sha256), data)
 
 
 def stored(wheels: Iterable[str]) -> bool:
