@@ -1,4 +1,4 @@
-"""Wheels placed into a fresh venv by lockgen itself, in one pass, as uv placed them before: no run of `uv pip install`.
+"""Wheels placed into a fresh venv by lockgen itself, in one pass, as uv placed them before: no `uv pip install`.
 
 uv installs a wheel from lockgen's store by hard-linking the files of its cache folder into the prefix and writing
 a few of its own (the installed RECORD, INSTALLER, REQUESTED, direct_url.json, uv_cache.json, launchers, the
@@ -11,16 +11,18 @@ sha256), and the bytes and mode of every file uv wrote. It is kept only when the
 venv, made no link, special file or link to a file no proof names, wrote no file naming the prefix, and made its
 folders with the umask's modes: what is kept is then all it did.
 
-A later install of the same wheels into a fresh venv whose `pyvenv.cfg` is the one uv installed into, when every
-proven file of every wheel still has its recorded fingerprint (`wheel_store.trusted`, before the first link, the
-check uv's path makes) and every file a wheel's RECORD states has the sha256 the placement gives it (the proof's),
-places the same tree in one pass (`Plan.make`): the folders, then for each proven file an `os.link` from the store
-and one lstat of the new link, which must show the proof's device, inode, size, mtime and mode (the check of what
-was linked: a store file replaced since the check is never taken) and is at once the environment's stat entry and
-the proof's fingerprint to renew; then the written files, from their kept bytes and modes. Any doubt (no placement
-that holds, a fingerprint moved, a path already there or under a link, a link across filesystems, an error) undoes
-what the pass made and leaves the venv to uv, as before. `LOCKGEN_INSTALLER=uv` always leaves it to uv: the tests'
-oracle (tests/test_wheel_links.py compares both trees, byte for byte)."""
+A later install of the same wheels into a fresh venv places the same tree (`placing`, `Placing.finish`): while
+uv makes the venv, one thread makes the placement's folders beside it and another links each proven file into its
+folder as soon as the folder is made, each store file's lstat checked against its proof right before its link
+(`wheel_store.stands`, the check uv's path makes before uv links) and the new link's lstat after, which must show
+the proof's device, inode, size, mtime and mode (a store file replaced since the check is never taken) and is at
+once the environment's stat entry and the proof's fingerprint to renew; once the venv is made (its `pyvenv.cfg` the
+one the placement was kept in), the top folders are renamed into it, the rest linked, and the written files written
+from their kept bytes and modes. The caller holds every file a wheel's RECORD states to the sha256 the plan places
+(`Plan.found`). Any doubt (no placement that holds, a fingerprint moved, a path already there or under a link of the
+venv, a link across filesystems, an error) leaves nothing of the pass in the venv, and uv installs as before.
+`LOCKGEN_INSTALLER=uv` always leaves it to uv: the tests' oracle (tests/test_wheel_links.py compares both trees,
+byte for byte)."""
 
 from __future__ import annotations
 

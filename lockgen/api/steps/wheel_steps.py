@@ -1,11 +1,15 @@
 """A step below the use cases (materialize, export): the locked wheels installed by uv from lockgen's wheel
-store and every installed file proven against its wheel's RECORD (bound to the sha256 the lock pins).
+store and every installed file proven against its wheel's RECORD (bound to the sha256 the lock pins), or, into a
+fresh venv, placed by lockgen itself as uv placed them before (`wheel_links`: what uv's install added, kept once it
+was proven; placed again in one pass, each store file checked against its proof before its link and the link after,
+any doubt leaving the venv to uv).
 
 A file is read only when it is not a link to a store file proven before with its fingerprint unchanged
-(`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file. What was hashed and
-matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
-dropped. The tree is walked once after uv ran: that walk's lstat of each file is what its proof compares, and the
-caller's checks and manifest take the same walk (nothing changes the tree in between)."""
+(`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file (and never places). What was hashed
+and matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
+dropped. After uv, the tree is walked once: that walk's lstat of each file is what its proof compares, and the
+caller's checks and manifest take the same walk (nothing changes the tree in between); after lockgen's own
+placing, the tree is what the pass saw (the venv's walk, each new link's lstat, each written file's)."""
 
 from __future__ import annotations
 
