@@ -119,7 +119,7 @@ def kept(placement_key: str) -> Placement | None:
             [(wheel, folder, digest, targets) for wheel, folder, digest, targets in record["wheels"]],
             [Written(path, mode, data.encode("latin-1")) for path, mode, data in record["written"]],
         )
-    except (OSError, ValueError, TypeError, KeyError):  # none, not JSON, not of this shape
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # none, not JSON, not of this shape
         return None
     if not (record.get("layout") == LAYOUT and _typed(placement)):
         return None
@@ -130,13 +130,15 @@ def kept(placement_key: str) -> Placement | None:
 
 
 def _typed(placement: Placement) -> bool:
+    """Whether a placement read is made of what it should be: texts, lists of them, modes of a file."""
+    if not (isinstance(placement.folders, list) and isinstance(placement.written, list)):
+        return False
     texts = [placement.venv, placement.site, *placement.folders, *(written.path for written in placement.written)]
     wheels = [text for wheel in placement.wheels for text in wheel[:3]]
     targets = [target for *_, each in placement.wheels for target in (each if isinstance(each, list) else [None])]
     modes = [written.mode for written in placement.written]
     return (
-        isinstance(placement.folders, list)
-        and set(map(type, texts + wheels + targets)) <= {str}
+        set(map(type, texts + wheels + targets)) <= {str}
         and set(map(type, modes)) <= {int}
         and all(0 <= mode <= 0o777 for mode in modes)
     )
@@ -270,6 +272,7 @@ class Placing:
         self.wrote: dict[str, os.stat_result] = {}
         self.failed: list[Exception] = []
         self._made = 0  # how many folders are made (-1: the folders' thread failed)
+        self._stopped = False  # nothing more to make: no plan, or a link failed
         self._progress = threading.Condition()
         self._given = threading.Event()
         self.threads = [threading.Thread(target=work, daemon=True) for work in (self._make_folders, self._link)]
@@ -277,8 +280,9 @@ class Placing:
             thread.start()
 
     def link(self, planned: Plan | None) -> None:
-        """Gives the plan to link (None: nothing to link, the placement does not hold)."""
+        """Gives the plan to link (None: nothing to link, the placement does not hold: the folders stop)."""
         self.planned = planned
+        self._stopped = self._stopped or planned is None
         self._given.set()
 
     def _made_up_to(self, count: int) -> None:
@@ -294,6 +298,8 @@ class Placing:
             for made, folder in enumerate(self.placement.folders, 1):
                 os.mkdir(f"{top}/{folder}")
                 if made % 32 == 0:
+                    if self._stopped:
+                        return
                     self._made_up_to(made)
             self._made_up_to(len(self.placement.folders))
             self.folders = {folder: os.lstat(f"{top}/{folder}") for folder in self.placement.folders}
@@ -329,8 +335,10 @@ class Placing:
                 )
         except Exception as exc:  # any failure is a doubt: `finish` says None, and uv installs
             self.failed.append(exc)
+            self._stopped = True
 
     def join(self) -> None:
+        """Waits for both threads (the links' given none first, where no plan was given)."""
         if not self._given.is_set():
             self.link(None)
         for thread in self.threads:
@@ -352,7 +360,9 @@ class Placing:
                 return None
         except OSError:
             return None
-        if not files.keys().isdisjoint(placed) or not folders.keys().isdisjoint(placement.folders):
+        if not files.keys().isdisjoint([*placed, *placement.folders]) or not folders.keys().isdisjoint(
+            placement.folders
+        ):
             return None
         if not {path.rpartition("/")[0] for path in [*placed, *self.tops]} <= {"", *folders, *placement.folders}:
             return None  # under a link of the venv, or a file
