@@ -38,6 +38,24 @@ def test_a_record_written_reads_back_as_written(paths: list[str], width: int, da
 
 
 @settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=12), max_size=5), st.text(max_size=12), st.data())
+def test_fingerprints_replaced_in_a_records_bytes_are_those_a_fresh_encoding_writes(
+    paths: list[str], folder: str, data: st.DataObject
+) -> None:
+    """A proof renewed by replacing its fingerprints in the bytes read (materialize's placing pass) is byte for byte
+    the record encoded afresh with them, whatever its paths and fields hold (quotes, `],"sha256":"` as text)."""
+    width = 7
+    old, new = (
+        data.draw(st.lists(st.integers(), min_size=width * len(paths), max_size=width * len(paths))) for _ in "ab"
+    )
+    digests = "".join(data.draw(st.text("0123456789abcdef", min_size=64, max_size=64)) for _ in paths)
+    fields = {"layout": 3, "wheel": '],"sha256":"' + folder, "folder": ',"fingerprints":[' + folder}
+    kept = fingerprint_records.encode(fields, paths, old, digests)
+    assert fingerprint_records.with_fingerprints(kept, new) == fingerprint_records.encode(fields, paths, new, digests)
+    assert fingerprint_records.with_fingerprints(b'{"layout":3,"paths":[]}', new) is None
+
+
+@settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(st.sampled_from(["layout", "paths", "fingerprints", "sha256", "dirs"]), _json, max_size=5) | _json,
     st.integers(min_value=1, max_value=3),

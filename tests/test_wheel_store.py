@@ -167,6 +167,7 @@ def test_the_collector_is_paused_for_a_build_and_on_again_after_it(
         raise LockFormatError("uv failed", "")
 
     monkeypatch.setattr(installers, "install_pip", failing)
+    monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")  # uv's install, not lockgen's placing of what uv placed before
     with pytest.raises(LockFormatError):
         materialize(lock, None, tmp_path / "two", lambda _: None)
     assert gc.isenabled() and not (tmp_path / "two").exists()

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 from lockgen.adapters.proof import fingerprint_records
 from lockgen.adapters.store import file_guard
@@ -76,7 +77,7 @@ WIDTH = 7  # the integers of a fingerprint
 PROOF_LAYOUT = 3  # 2 kept ctime among the fields that must match: every environment removed threw the proofs away
 Proven = tuple[list[str], list[int], str]  # paths, fingerprints, sha256s: the files of a record, in order
 
-_READ: dict[str, tuple[tuple[int, ...], dict]] = {}  # records read by this process, by their file's stat
+_READ: dict[str, tuple[tuple[int, ...], dict, bytes]] = {}  # records read by this process, by their file's stat
 
 
 def _read(wheel_sha256: str) -> dict | None:
@@ -95,7 +96,7 @@ def _read(wheel_sha256: str) -> dict | None:
     record = fingerprint_records.decode(data, PROOF_LAYOUT, WIDTH, digests=True)
     if record is None or not isinstance(record.get("folder"), str):
         return None
-    _READ[wheel_sha256] = (stamp, record)
+    _READ[wheel_sha256] = (stamp, record, data)
     return record
 
 
@@ -126,6 +127,22 @@ def _unpacking() -> set[Path]:
     return set(cache_dir().glob(".tmp*"))
 
 
+def stands(
+    now: os.stat_result, device: int, inode: int, size: int, mtime: int, mode: int, links: int, ctime: int
+) -> bool:
+    """Whether a store file's lstat `now` is the fingerprint its proof recorded: compared field by field, most likely
+    to differ first (no list per file); the ctime only where the link count is the one recorded (a link made or
+    removed moves both: no edit)."""
+    return (
+        now.st_ino == inode
+        and now.st_mtime_ns == mtime
+        and now.st_size == size
+        and now.st_mode == mode
+        and now.st_dev == device
+        and (now.st_nlink != links or now.st_ctime_ns == ctime)
+    )
+
+
 def trusted(wheels: Iterable[str]) -> Trusted:
     """The proven cache files of these wheels (by sha256) whose fingerprint is what was recorded: by their
     (device, inode), with the size, mtime and sha256 an installed link of them must show."""
@@ -144,18 +161,52 @@ def trusted(wheels: Iterable[str]) -> Trusted:
                 now = lstat(f"{folder}/{relative}")  # no join per file: 15,000 cost 0.06 s
             except OSError:
                 continue
-            # the fingerprint compared field by field, most likely to differ first: no list per file; the ctime only
-            # where the link count is the one recorded (a link made or removed moves both: no edit)
-            if (
-                now.st_ino == inode
-                and now.st_mtime_ns == mtime
-                and now.st_size == size
-                and now.st_mode == mode
-                and now.st_dev == device
-                and (now.st_nlink != links or now.st_ctime_ns == ctime)
-            ):
+            if stands(now, device, inode, size, mtime, mode, links, ctime):
                 found[(device, inode)] = (size, mtime, digests[at : at + 64])
     return found
+
+
+class Proof(NamedTuple):
+    """A wheel's proof record as read: its cache folder (`archive-v0/<id>`), the paths of its proven files in that
+    folder, their fingerprints end to end (`WIDTH` integers each) and their sha256 end to end (64 hex digits each)."""
+
+    folder: str
+    paths: list[str]
+    fingerprints: list[int]
+    sha256: str
+
+
+_CLIMBING = re.compile(r"(?:^|/)\.{0,2}(?:/|$)", re.MULTILINE)  # an empty, `.` or `..` part: a path out of its folder
+
+
+def climbing(paths: Sequence[str]) -> bool:
+    """Whether any of these relative paths leaves its folder or is no plain path (one search over them all: a torch's
+    15,000 paths one by one cost 0.05 s; a newline inside a path only splits it into parts each searched too)."""
+    joined = "\n".join(paths)
+    return "\0" in joined or _CLIMBING.search(joined) is not None
+
+
+def proof_of(wheel_sha256: str) -> Proof | None:
+    """A wheel's proof record, when there is one whose folder and paths stay inside the store."""
+    record = _read(wheel_sha256)
+    if record is None or _folder_path(record) is None or climbing(record["paths"]):
+        return None
+    return Proof(record["folder"], record["paths"], record["fingerprints"], record["sha256"])
+
+
+def renew(wheel_sha256: str, proof: Proof, infos: Sequence[os.stat_result]) -> None:
+    """Records a wheel's proof again with the lstat now of each of its files (`infos`, in the record's order: links
+    to them just made, the same inodes), so the next check compares the link count and ctime those links left: the
+    record's bytes as read with their fingerprints replaced (`fingerprint_records.with_fingerprints`), else encoded
+    whole."""
+    fingerprints = list(chain.from_iterable(map(_FINGERPRINT_FIELDS, infos)))
+    kept = _READ.get(wheel_sha256)
+    same = kept is not None and kept[1]["paths"] is proof.paths and kept[1]["sha256"] is proof.sha256
+    data = fingerprint_records.with_fingerprints(kept[2], fingerprints) if kept is not None and same else None
+    if data is None:
+        _write(wheel_sha256, proof.folder, (proof.paths, fingerprints, proof.sha256))
+    else:
+        write_bytes_atomic(_record_path(wheel_sha256), data)
 
 
 def stored(wheels: Iterable[str]) -> bool:

@@ -107,10 +107,24 @@ def built_beside(final: Path) -> Iterator[Path]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def folder_beside(temp: Path, what: str) -> Iterator[Path]:
+    """A new folder `TEMP.WHAT` beside a `built_beside` folder `temp`, for work moved into it by rename (the same
+    filesystem), removed in every case; an interrupted run's is swept with it (`sweep_dead_builds`)."""
+    folder = temp.parent / f"{temp.name}.{what}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def sweep_dead_builds(folder: Path, name: str) -> None:
-    """Removes the `built_beside` folders of `name` whose process is gone (interrupted runs)."""
+    """Removes the `built_beside` folders of `name` whose process is gone (interrupted runs), and what was beside
+    them (`folder_beside`)."""
     for leftover in folder.glob(f".{name}.tmp-*"):
-        pid = leftover.name.rsplit("-", 1)[-1]
+        pid = leftover.name.rsplit("-", 1)[-1].split(".", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(leftover, ignore_errors=True)
 

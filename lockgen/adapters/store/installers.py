@@ -4,7 +4,6 @@ wheels only), relocatable venvs for pure-PyPI locks, and the Python outside it t
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import posixpath
@@ -30,6 +29,8 @@ def install_conda(
     """Links verified archives into `prefix`, with `final_prefix` patched into every placeholder.
     `installed`: conda-meta records already in `prefix` whose packages stay as they are (a base
     environment the prefix is built on; its files need not be there)."""
+    import asyncio  # the conda side's: a pure-PyPI build loads none of it (30 ms)
+
     import rattler
 
     async def run() -> None:

@@ -31,7 +31,6 @@ from lockgen.adapters.proof import (
     stat_walk,
     store_scrub,
 )
-from lockgen.adapters.pypi import local_source
 from lockgen.api.steps.manifest_steps import manifest_of, placed_wheel
 from lockgen.api.steps.wheel_steps import Installed, install_proven
 from lockgen.core.env import drift as drift_rules
@@ -166,6 +165,8 @@ def build_environment(
         )
     conda, pip = [p for p in built if p.manager == "conda"], [p for p in built if p.manager == "pip" and p not in local]
     if local and stack_folder is not None:
+        from lockgen.adapters.pypi import local_source  # a stack's own packages: a lock of published wheels needs none
+
         local_source.refuse_changed(local, stack_folder)
     unpublished = [p.name for p in pip if lock_builder.is_check_only(p)]
     if unpublished:
@@ -235,6 +236,8 @@ def build_environment(
     if local and stack_folder is not None:  # after the wheels: the local packages' dependencies are among them
         if venv is not None and not pip:
             venv(lambda: None)
+        from lockgen.adapters.pypi import local_source
+
         local_source.install(local, stack_folder, temp / "bin" / "python", progress)
         expected.extend(local_source.installed_expected(temp, package) for package in local)
         walked = None  # the tree changed: walked again

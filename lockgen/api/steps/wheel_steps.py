@@ -1,11 +1,15 @@
 """A step below the use cases (materialize, export): the locked wheels installed by uv from lockgen's wheel
-store and every installed file proven against its wheel's RECORD (bound to the sha256 the lock pins).
+store and every installed file proven against its wheel's RECORD (bound to the sha256 the lock pins), or, into a
+fresh venv, placed by lockgen itself as uv placed them before (`wheel_links`: what uv's install added, kept once it
+was proven; placed again in one pass, each store file checked against its proof before its link and the link after,
+any doubt leaving the venv to uv).
 
 A file is read only when it is not a link to a store file proven before with its fingerprint unchanged
-(`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file. What was hashed and
-matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
-dropped. The tree is walked once after uv ran: that walk's lstat of each file is what its proof compares, and the
-caller's checks and manifest take the same walk (nothing changes the tree in between)."""
+(`wheel_store`): hash once, then trust fingerprints; `verify` hashes every file (and never places). What was hashed
+and matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
+dropped. After uv, the tree is walked once: that walk's lstat of each file is what its proof compares, and the
+caller's checks and manifest take the same walk (nothing changes the tree in between); after lockgen's own
+placing, the tree is what the pass saw (the venv's walk, each new link's lstat, each written file's)."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from typing import NoReturn
 
 from lockgen.adapters import parallel
 from lockgen.adapters.proof import store_scrub
-from lockgen.adapters.pypi import wheel_store
+from lockgen.adapters.pypi import wheel_links, wheel_store
 from lockgen.adapters.store import env_manifest, installers
 from lockgen.core.env.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError, ToolFailedError
@@ -129,49 +133,139 @@ def install_proven(
     """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
     files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`, when the venv is
     still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are checked while uv
-    makes the venv; neither touches what the other does). `proven`: given what was installed once every file is
-    proven and sealed, before the proofs are recorded for the next install (the caller starts its own work on the
-    tree then, which the records do not change)."""
+    makes the venv; neither touches what the other does); into that fresh venv, wheels uv placed before are placed
+    by lockgen itself where their kept placement holds (`wheel_links`), else uv installs them and what it placed is
+    kept. `proven`: given what was installed once every file is proven and sealed, before the proofs are recorded
+    for the next install (the caller starts its own work on the tree then, which the records do not change)."""
     pins = [_sha256_of(package) for package in pip]
-    expected: list[ExpectedPackage] = []
-    stated: dict[str, tuple[str, str]] = {}
-    trusted: wheel_store.Trusted = {}
-
-    def checking() -> None:  # before uv links anything from the store
-        trusted.update({} if verify else wheel_store.trusted(pins))
-
-    def placing() -> None:  # needs only the manifests: done while uv links
-        expected.extend(place())
-        stated.update({f.path: (package.key, f.sha256) for package in expected for f in package.files if f.sha256})
-
+    work = _Work(pins, place)
+    linkable = make_venv is not None and not verify and not wheel_links.by_uv()
+    placement = wheel_links.key([(pin, package.url) for pin, package in zip(pins, pip)]) if linkable else None
     with wheel_store.held():
-        if make_venv is not None:
-            make_venv(checking)
-        else:
-            checking()
-        _install(pip, prefix / "bin" / "python", progress, wheel_store.stored(pins), placing)
-        tree = env_manifest.scan_tree(prefix)
-        infos, known, unread = wheel_store.split_by_proof(tree[0], stated, trusted)
-        hashed = parallel.hash_files(
-            [(str(prefix / path), infos[path].st_size) for path in unread],
-            (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None,
-        )
-        found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
-        wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
-        if wrong:
-            _refuse(wrong, pins, expected, infos, prefix, progress)
-        sealed = wheel_store.seal(prefix, infos)  # read-only from now on (`found` is every file of `infos`)
-        infos.update(sealed)
-        tree[0].update(sealed)
-        installed = Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)
-        if proven is not None:
-            proven(installed)
-        for pin, placed in zip(pins, expected):
-            if placed.dist_info is not None:  # every file it states was found (none `wrong`), most of them in `infos`
-                mine = [f.path for f in placed.files if f.sha256]
-                wheel_store.prove(pin, posixpath.basename(placed.dist_info), mine, infos, found)
+        kept = wheel_links.kept(placement) if placement is not None else None
+        with wheel_links.placing(kept, prefix) as placing:  # its folders made from now on, beside the venv
+            planned = work.planned(kept) if kept is not None else None
+            if placing is not None:
+                placing.link(planned)
+
+            def meanwhile() -> None:  # while uv makes the venv: what the wheels place, or the store's fingerprints
+                work.placing() if planned is not None else work.check(verify)
+
+            if make_venv is not None:
+                make_venv(meanwhile)
+            else:
+                meanwhile()
+            placed = placing.finish(prefix) if placing is not None and planned and work.agrees(planned) else None
+        if placed is not None and planned is not None:
+            return _linked(work, planned, placed, proven, progress)
+        if planned is not None:  # a placement that did not hold: uv installs, on the fingerprints of now
+            work.check(verify)
+        venv = env_manifest.scan_tree(prefix) if placement is not None else None  # what uv's install adds to
+        installed, hashed = _installed(pip, work, prefix, progress, meter, proven)
+        if placement is not None and venv is not None:
+            _keep(placement, prefix, venv, work, installed)
     progress(
-        f"installed {len(pip)} wheels (every file against its RECORD: {len(unread)} hashed, {len(known)} proven "
-        "before and unchanged)"
+        f"installed {len(pip)} wheels with uv (every file against its RECORD: {hashed} hashed, "
+        f"{len(work.stated) - hashed} proven before and unchanged)"
     )
     return installed
+
+
+class _Work:
+    """What an install of wheels works out besides the links: the files each wheel's RECORD places (`expected`, and
+    each stated file's package key and sha256: `stated`) and the store files that stand (`trusted`)."""
+
+    def __init__(self, pins: list[str], place: Callable[[], list[ExpectedPackage]]) -> None:
+        self.pins, self._place = pins, place
+        self.expected: list[ExpectedPackage] = []
+        self.stated: dict[str, tuple[str, str]] = {}
+        self.trusted: wheel_store.Trusted = {}
+
+    def placing(self) -> None:
+        """The files each wheel places, from the manifests alone (once: while uv links, or while the venv is made)."""
+        if not self.expected:
+            self.expected.extend(self._place())
+            self.stated.update(
+                {f.path: (package.key, f.sha256) for package in self.expected for f in package.files if f.sha256}
+            )
+
+    def check(self, verify: bool) -> None:
+        """The store files whose fingerprint stands, before uv links (none with `verify`: every file is hashed)."""
+        self.trusted = {} if verify else wheel_store.trusted(self.pins)
+
+    def planned(self, kept: wheel_links.Placement) -> wheel_links.Plan | None:
+        """A kept placement bound to the wheels' proofs of now, where it holds."""
+        proofs = {pin: proof for pin in self.pins if (proof := wheel_store.proof_of(pin)) is not None}
+        return wheel_links.plan(kept, proofs)
+
+    def agrees(self, planned: wheel_links.Plan) -> bool:
+        """Whether the plan places every file a wheel's RECORD states with the sha256 the RECORD gives it."""
+        self.placing()
+        found = planned.found
+        return all(found.get(path) == digest for path, (_, digest) in self.stated.items())
+
+
+def _linked(
+    work: _Work,
+    planned: wheel_links.Plan,
+    placed: wheel_links.Placed,
+    proven: Callable[[Installed], object] | None,
+    progress: Callable[[str], None],
+) -> Installed:
+    """The wheels lockgen placed itself: the environment's tree is what the pass saw, and each proof is renewed with
+    the lstat of the links just made to its files (the link count and ctime they moved)."""
+    installed = Installed(work.expected, {path: digest for path, (_, digest) in work.stated.items()}, placed.tree)
+    if proven is not None:
+        proven(installed)
+    for wheel, proof, start, end in planned.spans:
+        wheel_store.renew(wheel, proof, placed.links[start:end])
+    written = sum(1 for entry in planned.placement.written if entry.path in work.stated)
+    progress(
+        f"linked {len(work.pins)} wheels from lockgen's store as uv placed them (every file against its RECORD: "
+        f"{written} hashed, {len(work.stated) - written} proven before and unchanged)"
+    )
+    return installed
+
+
+def _installed(
+    pip: list[LockedPackage],
+    work: _Work,
+    prefix: Path,
+    progress: Callable[[str], None],
+    meter: Meter | None,
+    proven: Callable[[Installed], object] | None,
+) -> tuple[Installed, int]:
+    """uv's install of the wheels, every file it placed proven, and the proofs recorded; with the number of files
+    read to prove them."""
+    pins, stated, expected = work.pins, work.stated, work.expected
+    _install(pip, prefix / "bin" / "python", progress, wheel_store.stored(pins), work.placing)
+    tree = env_manifest.scan_tree(prefix)
+    infos, known, unread = wheel_store.split_by_proof(tree[0], stated, work.trusted)
+    hashed = parallel.hash_files(
+        [(str(prefix / path), infos[path].st_size) for path in unread],
+        (lambda done, total: meter("hash files (MiB)", done >> 20, total >> 20)) if meter else None,
+    )
+    found = {**known, **{path: hashed[str(prefix / path)] for path in unread}}
+    wrong = sorted((key, path) for path, (key, digest) in stated.items() if found.get(path) != digest)
+    if wrong:
+        _refuse(wrong, pins, expected, infos, prefix, progress)
+    sealed = wheel_store.seal(prefix, infos)  # read-only from now on (`found` is every file of `infos`)
+    infos.update(sealed)
+    tree[0].update(sealed)
+    installed = Installed(expected, {path: digest for path, (_, digest) in stated.items()}, tree)
+    if proven is not None:
+        proven(installed)
+    for pin, placed in zip(pins, expected):
+        if placed.dist_info is not None:  # every file it states was found (none `wrong`), most of them in `infos`
+            mine = [f.path for f in placed.files if f.sha256]
+            wheel_store.prove(pin, posixpath.basename(placed.dist_info), mine, infos, found)
+    return installed, len(unread)
+
+
+def _keep(placement: str, prefix: Path, venv: env_manifest.Tree, work: _Work, installed: Installed) -> None:
+    """What uv's install added to the fresh venv, kept for the next install of the same wheels to place itself; not
+    where a wheel has no proof (uv copied it) or places no `.dist-info` folder."""
+    proofs = {pin: proof for pin in work.pins if (proof := wheel_store.proof_of(pin)) is not None}
+    sites = {posixpath.dirname(package.dist_info) for package in work.expected if package.dist_info}
+    if len(proofs) == len(work.pins) and len(sites) == 1 and all(package.dist_info for package in work.expected):
+        wheel_links.keep(placement, prefix, venv, installed.tree, sites.pop(), proofs)

@@ -1,0 +1,245 @@
+"""Wheels placed from lockgen's store by lockgen itself, in one pass, with uv as the oracle: a lock whose wheels uv
+installed into a fresh venv and lockgen proved before is placed again without `uv pip install` (its folders, links
+to the proven store files, and the bytes uv wrote: RECORD, INSTALLER, REQUESTED, direct_url.json, launchers,
+`.data` scripts, headers and data), and the tree is the one uv makes of the same lock (`LOCKGEN_INSTALLER=uv`):
+the same paths, bytes, modes and links, the same manifest bytes and digest. A store file whose proof no longer
+stands is never linked by lockgen: uv installs, and the damage is refused and moved out as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lockgen.adapters.pypi import wheel_store
+from lockgen.adapters.store.env_manifest import MANIFEST
+from lockgen.api import resolve as api
+from lockgen.api.check import check_lock
+from lockgen.api.materialize import materialize
+from lockgen.errors import LockFormatError
+from lockgen.model.requests import Prefix
+from tests.test_pypi_offline import stack
+from tests.wheel_index import Wheel, served_index
+
+ENTRY_POINTS = "[console_scripts]\ntool = tool:main\n\n[gui_scripts]\ntoolw = tool:main\n"
+WHEELS = [
+    Wheel("alpha", "1.0"),
+    Wheel(
+        "tool",
+        "1.0",
+        requires=("alpha",),
+        files={
+            "tool/sub/deeper/leaf.py": "LEAF = 1\n",
+            "tool-1.0.dist-info/entry_points.txt": ENTRY_POINTS,
+            "tool-1.0.data/scripts/helper": "#!python\nprint('helped')\n",  # uv rewrites the line for the venv
+            "tool-1.0.data/scripts/plain.sh": "#!/bin/sh\necho plain\n",
+            "tool-1.0.data/data/share/tool/notes.txt": "notes\n",
+            "tool-1.0.data/headers/tool.h": "int tool;\n",
+        },
+    ),
+]
+LINKED = "linked 2 wheels from lockgen's store as uv placed them"
+BY_UV = "installed 2 wheels with uv"
+
+
+@pytest.fixture
+def lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LOCKGEN_INSTALLER", raising=False)
+    with served_index(tmp_path / "index", WHEELS) as url:
+        path = stack(tmp_path, url, 'tool = "*"')
+        path.write_text(path.read_text().replace('["linux-64", "linux-aarch64"]', '["linux-64"]'))
+        api.resolve(path)
+        yield tmp_path / "locks" / "cpu.conda-lock.yml"
+
+
+def _tree(prefix: Path) -> dict[str, tuple[str, int, bytes]]:
+    """Every entry under `prefix` but its stats (inodes and times): its kind, mode and bytes (a link's target)."""
+    found = {}
+    for root, folders, files in os.walk(prefix):
+        for name in folders + files:
+            path = Path(root) / name
+            info = path.lstat()
+            if stat.S_ISLNK(info.st_mode):
+                kind, content = "link", os.readlink(path).encode()
+            elif stat.S_ISREG(info.st_mode):
+                kind, content = "file", path.read_bytes()
+            else:
+                kind, content = "folder", b""
+            found[str(path.relative_to(prefix))] = (kind, stat.S_IMODE(info.st_mode), content)
+    found.pop(".lockgen/stats.json")
+    return found
+
+
+def test_a_lock_placed_from_the_store_is_the_tree_uv_makes(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "first", said.append)  # uv installs; lockgen proves and keeps what it placed
+    assert any(line.startswith(BY_UV) for line in said), said
+    said.clear()
+    prefix = tmp_path / "env"
+    _, digest = materialize(lock, None, prefix, said.append)
+    assert any(line.startswith(LINKED) for line in said), said
+    assert not any("with uv" in line for line in said), said
+    ours, manifest = _tree(prefix), (prefix / MANIFEST).read_bytes()
+    site = prefix / "lib/python3.11/site-packages"
+    shared = (site / "tool/sub/deeper/leaf.py").stat()
+    assert shared.st_ino == (tmp_path / "first/lib/python3.11/site-packages/tool/sub/deeper/leaf.py").stat().st_ino
+    assert check_lock(lock, Prefix(prefix)).clean
+    assert os.popen(f"{prefix / 'bin' / 'helper'}").read() == "helped\n"  # the launcher runs the prefix's interpreter
+    os.rename(prefix, tmp_path / "placed")
+    monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")
+    said.clear()
+    _, uv_digest = materialize(lock, None, prefix, said.append)  # the oracle: uv's install, at the same prefix
+    assert any(line.startswith(BY_UV) for line in said), said
+    theirs = _tree(prefix)
+    assert sorted(ours) == sorted(theirs)
+    assert {path: entry for path, entry in ours.items() if entry != theirs[path]} == {}
+    assert (prefix / MANIFEST).read_bytes() == manifest and uv_digest == digest
+    for expected in ("bin/tool", "bin/toolw", "bin/helper", "bin/plain.sh", "share/tool/notes.txt", ".lock"):
+        assert expected in ours, expected
+    assert "include/site/python3.11/tool/tool.h" in ours
+    for name in ("RECORD", "INSTALLER", "REQUESTED", "direct_url.json"):
+        assert ours[f"lib/python3.11/site-packages/tool-1.0.dist-info/{name}"][0] == "file", name
+    assert not list(tmp_path.glob(".*placing*"))  # the folder the links were made in is gone
+
+
+def test_the_proofs_are_renewed_by_the_links_lockgen_makes(lock: Path, tmp_path: Path) -> None:
+    """The pass renews each proof with the lstat of the links it made (the link count and ctime they moved), so a
+    store file edited in place later, its size and mtime put back and its link count as recorded, is found by its
+    ctime, as after uv's install."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    said: list[str] = []
+    two, _ = materialize(lock, None, tmp_path / "two", said.append)
+    assert any(line.startswith(LINKED) for line in said), said
+    linked = (two / "lib/python3.11/site-packages/alpha/__init__.py").stat()
+    pin = next(path.stem for path in (tmp_path / "home/proven/wheels").glob("*.json") if _names(path, "alpha/"))
+    proof = wheel_store.proof_of(pin)
+    assert proof is not None
+    at = proof.paths.index("alpha/__init__.py") * wheel_store.WIDTH
+    assert proof.fingerprints[at : at + wheel_store.WIDTH] == [
+        linked.st_dev,
+        linked.st_ino,
+        linked.st_size,
+        linked.st_mtime_ns,
+        linked.st_mode,
+        linked.st_nlink,
+        linked.st_ctime_ns,
+    ]
+
+
+def _names(record: Path, prefix: str) -> bool:
+    return any(path.startswith(prefix) for path in json.loads(record.read_bytes())["paths"])
+
+
+def _stored(tmp_path: Path) -> Path:
+    return next((tmp_path / "home" / "uv-cache" / "archive-v0").glob("*/tool/sub/deeper/leaf.py"))
+
+
+def _edited(stored: Path) -> bytes:
+    """The store file edited in place: its size and mtime changed. Returns its bytes before."""
+    data = stored.read_bytes()
+    stored.chmod(0o644)
+    stored.write_bytes(data + b"# more\n")
+    stored.chmod(0o444)
+    return data
+
+
+def _replaced(stored: Path) -> bytes:
+    """The store file replaced by another inode of the same size, mtime and mode, and other bytes."""
+    before, data = stored.stat(), stored.read_bytes()
+    other = stored.with_name("other")
+    other.write_bytes(data.replace(b"1", b"2"))
+    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+    other.chmod(stat.S_IMODE(before.st_mode))
+    os.replace(other, stored)
+    return data
+
+
+@pytest.mark.parametrize("damage", [_edited, _replaced])
+def test_a_damaged_store_file_is_never_linked_by_lockgen(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage
+) -> None:
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    stored = _stored(tmp_path)
+    damage(stored)
+    damaged = stored.stat()
+    sources: list[str] = []
+    real = os.link
+
+    def spy(source, target, *args, **kwargs):  # type: ignore[no-untyped-def]
+        sources.append(str(source))
+        return real(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", spy)
+    said: list[str] = []
+    with pytest.raises(LockFormatError) as refused:
+        materialize(lock, None, tmp_path / "two", said.append)
+    assert str(stored) not in sources and not any(line.startswith("linked") for line in said), said
+    assert any(line.startswith("installing 2 wheels with uv") for line in said), said  # uv's path found the damage
+    assert "differ from their wheel's RECORD" in refused.value.message and "leaf.py" in refused.value.message
+    if damage is _edited:  # a proven inode changed: moved out of the store, as uv's path does
+        assert "moved out to" in refused.value.message and not stored.exists()
+    else:  # an inode never proven: refused as uv's path refuses it (the wheel's RECORD may be what is wrong)
+        assert "uv cache clean" in refused.value.hint and stored.exists()
+    assert damaged.st_nlink == 1 + (damage is _edited)  # the store's (and `one`'s): nothing of `two` links it
+    assert not (tmp_path / "two").exists() and not list(tmp_path.glob(".two*"))
+
+
+def test_a_link_that_does_not_show_its_proven_file_undoes_the_pass(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a store file passes its check and is changed before it is linked (a race), the new link's lstat does
+    not show the proven file: the pass is undone and uv installs (the check here forced to pass)."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    _edited(_stored(tmp_path))
+    monkeypatch.setattr(wheel_store, "stands", lambda *_: True)
+    said: list[str] = []
+    with pytest.raises(LockFormatError):  # uv's path: hashed, refused
+        materialize(lock, None, tmp_path / "two", said.append)
+    assert not any(line.startswith("linked") for line in said), said
+    assert not (tmp_path / "two").exists() and not list(tmp_path.glob(".two*"))
+
+
+def test_verify_and_the_oracle_switch_take_uv(lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "verified", said.append, verify=True)
+    assert any(line.startswith(BY_UV) for line in said), said
+    monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")
+    said.clear()
+    materialize(lock, None, tmp_path / "forced", said.append)
+    assert any(line.startswith(BY_UV) for line in said), said
+
+
+def test_a_placement_changed_by_hand_places_nothing(lock: Path, tmp_path: Path) -> None:
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    records = sorted((tmp_path / "home" / "proven" / "placed").glob("*.json"))
+    assert len(records) == 1
+    kept = json.loads(records[0].read_bytes())
+    damages = [
+        lambda r: {**r, "folders": [*r["folders"], "../../escaped-folder"]},
+        lambda r: {**r, "site": "../../escaped-site"},
+        lambda r: {**r, "wheels": [[w, f, d, ["../../escaped-link"] * len(t)] for w, f, d, t in r["wheels"]]},
+        lambda r: {**r, "wheels": [[w, "../..", d, t] for w, f, d, t in r["wheels"]]},
+        lambda r: {**r, "wheels": [[w, f, "0" * 64, t] for w, f, d, t in r["wheels"]]},  # another proof's paths
+        lambda r: {**r, "written": [["../escaped-written", mode, data] for _, mode, data in r["written"]]},
+        lambda r: {**r, "written": [[path, str(mode), data] for path, mode, data in r["written"]]},
+        lambda r: {**r, "written": [[path, mode, "\u0100"] for path, mode, data in r["written"]]},  # no byte
+        lambda r: {**r, "venv": r["venv"].replace("3.11", "3.12")},  # made in another venv
+        lambda r: {**r, "layout": 0},
+    ]
+    for n, damage in enumerate(damages):
+        records[0].write_text(json.dumps(damage(kept)))
+        said: list[str] = []
+        materialize(lock, None, tmp_path / f"env-{n}", said.append)
+        assert any(line.startswith(BY_UV) for line in said), (n, said)
+    assert not list(tmp_path.rglob("escaped-*"))
+    said.clear()
+    materialize(lock, None, tmp_path / "after", said.append)  # uv's install kept its placement again
+    assert any(line.startswith(LINKED) for line in said), said
