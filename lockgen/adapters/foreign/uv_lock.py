@@ -261,20 +261,25 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     unhashed: list[UnhashedWheel] = []
     walks = _walks(graph, starts, python)
     graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
-    last = list(walks)[-1]
-    for platform, reached in walks.items():
-        for key in sorted(reached):
-            if reached[key] is graph.workspace:
-                continue
-            found = _converted(reached[key], platform, python, glibc)
-            if given_away and platform == last:
-                reached[key].pop("wheels", None)
-            if isinstance(found, PinnedWheel):
-                pins.append(found)
-            elif isinstance(found, UnhashedWheel):
-                unhashed.append(found)
-            else:
-                skipped.append(found)
+    found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
+    # a package on every platform in turn (its wheels' names parsed once, `parse_wheel_filename`'s cache), each
+    # platform's found in the order of its names; the wheels let go of once the last platform has chosen
+    for key in sorted(set().union(*walks.values())):
+        entries = [(platform, reached[key]) for platform, reached in walks.items() if key in reached]
+        for platform, entry in entries:
+            if entry is not graph.workspace:
+                found_on[platform].append(_converted(entry, platform, python, glibc))
+        if given_away:
+            for _, entry in entries:
+                if entry is not graph.workspace:
+                    entry.pop("wheels", None)
+    for found in (found for platform in walks for found in found_on[platform]):
+        if isinstance(found, PinnedWheel):
+            pins.append(found)
+        elif isinstance(found, UnhashedWheel):
+            unhashed.append(found)
+        else:
+            skipped.append(found)
     return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
 
 
