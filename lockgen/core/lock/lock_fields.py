@@ -13,7 +13,10 @@ version); platforms as conda subdirs; `lockgen.target` by the target-name rule a
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from lockgen.core.credentials import carries_credential, plain_index_url, scrub_url, split_url
@@ -25,6 +28,9 @@ from lockgen.errors import LockFieldError, LockFormatError, UserError
 from lockgen.model.lock import Lock, LockedPackage
 from lockgen.model.names import CONTROL, normalize
 from lockgen.model.spec import local_path
+
+if TYPE_CHECKING:
+    from lockgen.core.pypi.wheel_names import WheelName
 
 CONDA_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 CONDA_VERSION = re.compile(r"[A-Za-z0-9_*][A-Za-z0-9_.+!*]{0,99}")
@@ -269,11 +275,18 @@ def _conda_file(package: LockedPackage, file_name: str) -> str | None:
     return None
 
 
-def _wheel_file(package: LockedPackage, file_name: str) -> str | None:
-    from lockgen.core.pypi.wheel_names import parse_wheel_filename  # here: a conda lock names no wheel
+@functools.cache
+def _wheel_name_parser() -> Callable[[str], WheelName]:
+    """`parse_wheel_filename`, imported on first use (a conda lock names no wheel), not for each entry: an import
+    statement in a function runs importlib's from-list handling on every call (2 µs, for each of 600k entries)."""
+    from lockgen.core.pypi.wheel_names import parse_wheel_filename
 
+    return parse_wheel_filename
+
+
+def _wheel_file(package: LockedPackage, file_name: str) -> str | None:
     try:
-        wheel = parse_wheel_filename(file_name)
+        wheel = _wheel_name_parser()(file_name)
     except UserError:
         return f"url names `{shown(file_name)}`, which is no wheel (lockgen installs wheels only)"
     if normalize(wheel.name) != normalize(package.name) or not same_version(wheel.version, package.version):
