@@ -28,7 +28,8 @@ from lockgen.adapters.pypi.python_wheels import (
     PLATFORMS,
     Python,
     UnhashedWheel,
-    best_wheel,
+    best_named_wheel,
+    by_file_name,
     checked_glibc,
     environment_of,
     no_wheel_reason,
@@ -263,17 +264,19 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     walks = _walks(graph, starts, python)
     graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
     found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
-    # a package on every platform in turn (its wheels' names parsed once, `parse_wheel_filename`'s cache), each
-    # platform's found in the order of its names; the wheels let go of once the last platform has chosen
+    # a package converted once for every platform that reached it (its wheels named once, their names parsed once:
+    # `parse_wheel_filename`'s cache), each platform's found in the order of its names; its wheels let go of then
     for key in sorted(set().union(*walks.values())):
-        entries = [(platform, reached[key]) for platform, reached in walks.items() if key in reached]
-        for platform, entry in entries:
-            if entry is not graph.workspace:
-                found_on[platform].append(_converted(entry, platform, python, glibc))
-        if given_away:
-            for _, entry in entries:
-                if entry is not graph.workspace:
-                    entry.pop("wheels", None)
+        platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
+        for platform, reached in walks.items():
+            entry = reached.get(key)
+            if entry is not None and entry is not graph.workspace:
+                platforms_of.setdefault(id(entry), (entry, []))[1].append(platform)
+        for entry, platforms in platforms_of.values():
+            for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
+                found_on[platform].append(found)
+            if given_away:
+                entry.pop("wheels", None)
     for found in (found for platform in walks for found in found_on[platform]):
         if isinstance(found, PinnedWheel):
             pins.append(found)
@@ -404,19 +407,44 @@ def _label(entry: dict[str, Any], platform: str) -> str:
     return f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
 
 
-def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> PinnedWheel | UnhashedWheel | str:
-    """The lock entry for the package on `platform`, the wheel chosen when the lock gives no sha256 for it, or
-    why it cannot come over."""
+def _converted(
+    entry: dict[str, Any], platforms: Sequence[str], python: Python, glibc: str
+) -> list[PinnedWheel | UnhashedWheel | str]:
+    """For each of `platforms`, in turn: the lock entry for the package, the wheel chosen when the lock gives no
+    sha256 for it, or why it cannot come over. What does not depend on the platform is judged once."""
     source = entry.get("source", {})
     if is_local_project(entry):
-        return f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
+        return [
+            f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
+            for platform in platforms
+        ]
     if "git" in source:
-        return f"{_label(entry, platform)} comes from git ({source['git']}): build a wheel and pin it"
+        return [
+            f"{_label(entry, platform)} comes from git ({source['git']}): build a wheel and pin it"
+            for platform in platforms
+        ]
     if "path" in source or "directory" in source:
         folder = source.get("path") or source.get("directory")
-        return f"{_label(entry, platform)} is a local path ({folder}): build a wheel and pin it"
+        return [
+            f"{_label(entry, platform)} is a local path ({folder}): build a wheel and pin it" for platform in platforms
+        ]
     wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
-    wheel = best_wheel(wheels, platform, python, glibc)
+    named = by_file_name(wheels)
+    return [_pinned(entry, source, wheels, named, platform, python, glibc) for platform in platforms]
+
+
+def _pinned(
+    entry: dict[str, Any],
+    source: dict[str, Any],
+    wheels: list[Any],
+    named: dict[str, Any],
+    platform: str,
+    python: Python,
+    glibc: str,
+) -> PinnedWheel | UnhashedWheel | str:
+    """The package's wheel on `platform` (among its wheels `named` by file name), pinned by its sha256; the wheel
+    when the lock gives no sha256 for it; or why none fits."""
+    wheel = best_named_wheel(named, platform, python, glibc)
     if wheel is None:
         return f"{_label(entry, platform)} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}"
     digest = str(wheel.get("hash", ""))
