@@ -265,5 +265,49 @@ def test_a_plain_index_url_is_read_as_urlsplit_reads_it(url: str) -> None:
     if expected is not None:
         assert credentials.split_url(url) == expected
     fast = (credentials.scrub_url(url), credentials.carries_credential(url))
-    with patch.object(credentials, "_plain", lambda _: False):
+    with patch.object(credentials, "plain_index_url", lambda _: False):
         assert fast == (credentials.scrub_url(url), credentials.carries_credential(url))
+
+
+_WHEEL_TAILS = st.sampled_from(
+    ["pkg-1.0-py3-none-any.whl", "pkg-2.0-py3-none-any.whl", "other-1.0-py3-none-any.whl", "pkg-1.0.tar.gz", "", "x"]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@example("https://files.example/", "pkg-1.0-py3-none-any.whl")
+@example("https://alice@files.example/", "pkg-1.0-py3-none-any.whl")
+@example("https://files.example/t/secret/", "pkg-1.0-py3-none-any.whl")
+@example("https://files.example:8443/", "pkg-1.0-py3-none-any.whl")
+@example("https://files.example:x/", "pkg-1.0-py3-none-any.whl")
+@example("https://files.example/", "pkg-1.0-py3-none-any.whl?token=x")
+@example("https://files.example/", "pkg-2.0-py3-none-any.whl")
+@example("https://files.example/a%2F", "pkg-1.0-py3-none-any.whl")
+@given(
+    st.builds(
+        str.__add__,
+        st.sampled_from(["https://", "http://", "HTTPS://", "file://", "https:", "", "local:", "unpublished:"]),
+        st.lists(_URL_PARTS, max_size=10).map("".join),
+    ),
+    st.builds(str.__add__, _WHEEL_TAILS, st.lists(_URL_PARTS, max_size=3).map("".join)),
+)
+def test_a_lock_entry_with_a_plain_index_url_is_judged_as_any_url_is(url: str, tail: str) -> None:
+    """The lock check's fast path for a plain index URL (only its file name judged: `lock_fields._url`) gives the
+    verdict the full parse gives (the scheme, host, port, credential, query and fragment rules), accepting or
+    refusing with the same words."""
+    from lockgen.core.lock import lock_fields
+    from lockgen.errors import UserError
+    from lockgen.model.lock import pip_wheel
+
+    entry = pip_wheel("pkg", "1.0", "linux-64", url + tail, "0" * 64)
+
+    def verdict() -> str:
+        try:
+            lock_fields.check_package(entry, "test.lock")
+        except UserError as refused:
+            return f"refused: {refused}"
+        return "accepted"
+
+    fast = verdict()
+    with patch.object(lock_fields, "plain_index_url", lambda _: False):
+        assert fast == verdict()

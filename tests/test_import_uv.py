@@ -292,3 +292,17 @@ def test_a_generated_lock_imports_to_the_bytes_main_wrote(tmp_path: Path) -> Non
     assert len(lock.package) == 600
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert digest == "09dc9d2ddcf41ca5032789f382aad73455aa3818a71c9b239c468dccf678694a"
+
+
+def test_the_benchmark_s_lock_imports_to_the_bytes_it_always_did(tmp_path: Path) -> None:
+    """The import's speed-ups change no byte: the benchmark's generated uv.lock of 2,000 packages (a tree of extras
+    and markers, two wheels each) imports to the lock main wrote before them (session 28, at 9e9b0f8; the sizes the
+    benchmark runs gave 7a65b085... at 10k, 213a393b... at 30k and 71c0c749... at 300k, docs/measurements.md)."""
+    from benchmarks.bench_uv_lock_import import uv_lock_text
+
+    source = tmp_path / "uv.lock"
+    source.write_text(uv_lock_text(2000))
+    out, _ = import_lock(source, "cpu", tmp_path / "out.yml", ImportOptions(python="3.12"))
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == (
+        "e34fba13f2e95871a55a5ca815d79e66af05553a24ff57fcae5f7f203a7e52d4"
+    )

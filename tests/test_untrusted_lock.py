@@ -624,3 +624,25 @@ def test_a_cut_lock_is_refused_by_materialize_and_resolve_check(tmp_path: Path, 
         ), (args, done.stderr)
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "env").exists()
+
+
+def test_a_pypi_version_is_judged_by_its_own_text_whatever_was_judged_before() -> None:
+    """The lock check parses each distinct PEP 440 version once (`lock_fields._pep440`): a version that is none is
+    refused after the same entry's good one, and the versions remembered stay bounded."""
+    from lockgen.core.lock import lock_fields
+    from lockgen.errors import LockFieldError
+    from lockgen.model.lock import pip_wheel
+
+    def entry(version: str) -> object:
+        return pip_wheel("pkg", version, "linux-64", f"https://files.example/pkg-{version}-py3-none-any.whl", "0" * 64)
+
+    long_version = "1." + ".".join(["0"] * 40)  # over the longest remembered: parsed every time, accepted
+    for version in ("1.0", "1.0", long_version, long_version):
+        lock_fields.check_package(entry(version), "test.lock")  # type: ignore[arg-type]
+    for version in ("1.0+", "1.0.x", "v1..0"):
+        with pytest.raises(LockFieldError, match="is not a PEP 440 version"):
+            lock_fields.check_package(entry(version), "test.lock")  # type: ignore[arg-type]
+    for number in range(lock_fields._PEP440_SEEN_AT_MOST + 10):
+        assert lock_fields._pep440(f"{number}.0")
+    assert len(lock_fields._PEP440_SEEN) <= lock_fields._PEP440_SEEN_AT_MOST
+    assert long_version not in lock_fields._PEP440_SEEN

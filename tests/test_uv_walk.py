@@ -7,6 +7,7 @@ the one a walk per platform gives)."""
 from __future__ import annotations
 
 import gc
+import json
 import tomllib
 import tracemalloc
 from collections.abc import Mapping
@@ -130,6 +131,40 @@ def test_a_package_s_wheels_are_kept_as_their_tables_read(wheels: list[Any]) -> 
     assert [dict(w) if isinstance(w, Mapping) else w for w in kept] == expected
     assert len(kept) == len(wheels)
     assert [dict(kept[i]) if isinstance(kept[i], Mapping) else kept[i] for i in range(len(wheels))] == expected
+    for wheel, table in zip(kept, expected):  # `in` and `get` as the table answers them (the conversion asks them)
+        if isinstance(wheel, Mapping):
+            assert all((key in wheel) == (key in table) for key in ("url", "hash", "size", 0))
+            assert all(wheel.get(key, "-") == table.get(key, "-") for key in ("url", "hash", "size"))
+
+
+_PARTS = st.recursive(
+    st.one_of(st.sampled_from(["a", "b", "fast"]), st.booleans(), st.integers(-3, 3), st.integers(10**6, 10**6 + 2)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["name", "extra", "marker"]), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.lists(_PARTS, min_size=1, max_size=6))
+def test_the_parts_kept_are_the_tables_read_and_equal_ones_are_held_once(values: list[Any]) -> None:
+    """What `WalkedParts` keeps of a table's walked keys is the value read, type for type (True is not 1), and two
+    equal lists or tables of strings are one object (held once: a lock repeats its edges under its extras)."""
+    reduce = WalkedParts()
+    kept = [reduce({"name": "a", "dependencies": value})["dependencies"] for value in values]
+    assert [json.dumps(value) for value in kept] == [json.dumps(value) for value in values]
+
+    def of_strings(value: Any) -> bool:
+        if isinstance(value, list):
+            return all(of_strings(item) for item in value)
+        if isinstance(value, dict):
+            return all(of_strings(item) for item in value.values())
+        return isinstance(value, str)
+
+    for first, first_kept in zip(values, kept):
+        for second, second_kept in zip(values, kept):
+            if isinstance(first, (list, dict)) and of_strings(first) and json.dumps(first) == json.dumps(second):
+                assert first_kept is second_kept
 
 
 def test_a_fork_marker_never_judged_is_passed_over_as_before() -> None:

@@ -22,8 +22,9 @@ def split_url(url: str) -> SplitResult:
     return SplitResult(plain[1], plain[2], plain[3], "", "")
 
 
-def _plain(url: str) -> bool:
-    """Whether `url` is a plain index URL without a `/t/` segment: nothing in it for `scrub_url` to take out."""
+def plain_index_url(url: str) -> bool:
+    """Whether `url` is a plain index URL without a `/t/` segment: nothing in it for `scrub_url` to take out (an
+    http(s) URL of a bare host, no port, user info, query or fragment, its path of URL characters)."""
     return "/t/" not in url and _PLAIN_URL.fullmatch(url) is not None
 
 
@@ -31,7 +32,7 @@ def carries_credential(url: str) -> bool:
     """Whether `url` holds what `scrub_url` takes out: user info, an http(s) `/t/<token>` segment or a secret query
     value (a URL that does not parse counts as one: nothing can say it holds none). User info is looked for as
     rattler and uv read a URL (WHATWG): `https:alice:pw@host/` has it too, though Python's urlsplit sees no host."""
-    if _plain(url):
+    if plain_index_url(url):
         return False
     try:
         parts = urlsplit(url)
@@ -52,7 +53,7 @@ def scrub_url(url: str) -> str:
     """`url` without credentials; anything that is not a URL with a scheme is returned unchanged. A URL that
     does not parse (`https://[host]/`: a bracketed host that is no IP address) loses anything between `//` and
     an `@`, and every `/t/<token>` segment."""
-    if _plain(url):
+    if plain_index_url(url):
         return url
     try:
         parts = urlsplit(url)

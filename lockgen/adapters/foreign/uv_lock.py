@@ -19,7 +19,7 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 
 from __future__ import annotations
 
-import sys
+from sys import intern
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -28,7 +28,8 @@ from lockgen.adapters.pypi.python_wheels import (
     PLATFORMS,
     Python,
     UnhashedWheel,
-    best_wheel,
+    best_named_wheel,
+    by_file_name,
     checked_glibc,
     environment_of,
     no_wheel_reason,
@@ -137,6 +138,13 @@ class KeptWheel(Mapping[str, Any]):
             raise KeyError(key)
         return value
 
+    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
+        return (self._url if key == "url" else self._hash if key == "hash" else _ABSENT) is not _ABSENT
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
+        return default if value is _ABSENT else value
+
     def __iter__(self) -> Iterator[str]:
         return (key for key, value in (("url", self._url), ("hash", self._hash)) if value is not _ABSENT)
 
@@ -219,27 +227,21 @@ class WalkedParts:
         return kept
 
     def _one(self, value: Any) -> Any:
-        """The value kept for `value`: the one held already where an equal one was seen (a part's id stands for it:
-        every part kept is held by the list or table kept with it, so no id is reused while this lives)."""
-        if type(value) is str:
-            return sys.intern(value)
-        if type(value) is list:
-            items = [self._one(item) for item in value]
-            return self._shared.setdefault(("list", *map(_identity, items)), items)
-        if type(value) is dict:
-            table = {sys.intern(key): self._one(item) for key, item in value.items()}
-            return self._shared.setdefault(("table", *((key, _identity(item)) for key, item in table.items())), table)
+        """The value kept for `value`: the one held already where an equal one was seen. A part's id stands for it in
+        its container's key: strings are interned (equal ones are one object), lists and tables shared, and every
+        part kept is held by the list or table kept with it, so no id in a key is reused while the key lives (an
+        equal number or boolean parsed twice is two objects, kept apart: True is not 1). A string part is interned
+        in place, not by a call of its own (most parts are strings)."""
+        kind = type(value)
+        if kind is str:
+            return intern(value)
+        if kind is list:
+            items = [intern(item) if type(item) is str else self._one(item) for item in value]
+            return self._shared.setdefault((list, *map(id, items)), items)
+        if kind is dict:
+            table = {intern(key): intern(item) if type(item) is str else self._one(item) for key, item in value.items()}
+            return self._shared.setdefault((dict, *table, *map(id, table.values())), table)
         return value
-
-
-def _identity(value: Any) -> Any:
-    """What stands for a kept part in its container's key: a string itself (interned), a list's or table's id, and
-    any other value with its type (True is not 1)."""
-    if type(value) is str:
-        return value
-    if type(value) in (list, dict):
-        return id(value)
-    return (type(value), value)
 
 
 def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = False) -> UvImport:
@@ -261,20 +263,27 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     unhashed: list[UnhashedWheel] = []
     walks = _walks(graph, starts, python)
     graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
-    last = list(walks)[-1]
-    for platform, reached in walks.items():
-        for key in sorted(reached):
-            if reached[key] is graph.workspace:
-                continue
-            found = _converted(reached[key], platform, python, glibc)
-            if given_away and platform == last:
-                reached[key].pop("wheels", None)
-            if isinstance(found, PinnedWheel):
-                pins.append(found)
-            elif isinstance(found, UnhashedWheel):
-                unhashed.append(found)
-            else:
-                skipped.append(found)
+    found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
+    # a package converted once for every platform that reached it (its wheels named once, their names parsed once:
+    # `parse_wheel_filename`'s cache), each platform's found in the order of its names; its wheels let go of then
+    for key in sorted(set().union(*walks.values())):
+        platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
+        for platform, reached in walks.items():
+            entry = reached.get(key)
+            if entry is not None and entry is not graph.workspace:
+                platforms_of.setdefault(id(entry), (entry, []))[1].append(platform)
+        for entry, platforms in platforms_of.values():
+            for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
+                found_on[platform].append(found)
+            if given_away:
+                entry.pop("wheels", None)
+    for found in (found for platform in walks for found in found_on[platform]):
+        if isinstance(found, PinnedWheel):
+            pins.append(found)
+        elif isinstance(found, UnhashedWheel):
+            unhashed.append(found)
+        else:
+            skipped.append(found)
     return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
 
 
@@ -393,24 +402,54 @@ def _assumed(graph: UvGraph, roots: list[dict[str, Any]], choices: UvChoices, de
     )
 
 
-def _converted(entry: dict[str, Any], platform: str, python: Python, glibc: str) -> PinnedWheel | UnhashedWheel | str:
-    """The lock entry for the package on `platform`, the wheel chosen when the lock gives no sha256 for it, or
-    why it cannot come over."""
+def _label(entry: dict[str, Any], platform: str) -> str:
+    """How a package is named in a line saying why it cannot come over (made only for such a line)."""
+    return f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
+
+
+def _converted(
+    entry: dict[str, Any], platforms: Sequence[str], python: Python, glibc: str
+) -> list[PinnedWheel | UnhashedWheel | str]:
+    """For each of `platforms`, in turn: the lock entry for the package, the wheel chosen when the lock gives no
+    sha256 for it, or why it cannot come over. What does not depend on the platform is judged once."""
     source = entry.get("source", {})
-    label = f"{platform}: `{entry['name']}` {entry.get('version', '')}".rstrip()
     if is_local_project(entry):
-        return f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
+        return [
+            f"{platform}: `{entry['name']}` is a local project of the workspace (no archive to lock)"
+            for platform in platforms
+        ]
     if "git" in source:
-        return f"{label} comes from git ({source['git']}): build a wheel and pin it"
+        return [
+            f"{_label(entry, platform)} comes from git ({source['git']}): build a wheel and pin it"
+            for platform in platforms
+        ]
     if "path" in source or "directory" in source:
-        return f"{label} is a local path ({source.get('path') or source.get('directory')}): build a wheel and pin it"
+        folder = source.get("path") or source.get("directory")
+        return [
+            f"{_label(entry, platform)} is a local path ({folder}): build a wheel and pin it" for platform in platforms
+        ]
     wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
-    wheel = best_wheel(wheels, platform, python, glibc)
+    named = by_file_name(wheels)
+    return [_pinned(entry, source, wheels, named, platform, python, glibc) for platform in platforms]
+
+
+def _pinned(
+    entry: dict[str, Any],
+    source: dict[str, Any],
+    wheels: list[Any],
+    named: dict[str, Any],
+    platform: str,
+    python: Python,
+    glibc: str,
+) -> PinnedWheel | UnhashedWheel | str:
+    """The package's wheel on `platform` (among its wheels `named` by file name), pinned by its sha256; the wheel
+    when the lock gives no sha256 for it; or why none fits."""
+    wheel = best_named_wheel(named, platform, python, glibc)
     if wheel is None:
-        return f"{label} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}"
-    sha256 = str(wheel.get("hash", "")).removeprefix("sha256:")
-    if not str(wheel.get("hash", "")).startswith("sha256:"):
+        return f"{_label(entry, platform)} {no_wheel_reason(wheels, platform, python, glibc, 'sdist' in entry)}"
+    digest = str(wheel.get("hash", ""))
+    if not digest.startswith("sha256:"):
         return UnhashedWheel(
             platform, entry["name"], str(entry["version"]), wheel["url"], str(source.get("registry", ""))
         )
-    return PinnedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], sha256)
+    return PinnedWheel(platform, entry["name"], str(entry["version"]), wheel["url"], digest.removeprefix("sha256:"))

@@ -104,8 +104,19 @@ _Wheel = TypeVar("_Wheel", bound=Mapping[str, Any])  # a lock's wheel table, as 
 
 def best_wheel(wheels: Sequence[_Wheel], platform: str, python: Python, glibc: str) -> _Wheel | None:
     """The wheel (a table with its `url`) an installer takes on `platform` with CPython `python` and `glibc`."""
+    return best_named_wheel(by_file_name(wheels), platform, python, glibc)
+
+
+def by_file_name(wheels: Sequence[_Wheel]) -> dict[str, _Wheel]:
+    """A release's wheels (tables with their `url`) by file name, as their URLs end, decoded, in file-name order:
+    what `best_named_wheel` chooses among, made once where a release is chosen for several platforms."""
     named = {wheel_file_name(wheel["url"]): wheel for wheel in wheels}
-    chosen = best_for_target(sorted(named), python.minor, MACHINE[platform], glibc)
+    return {name: named[name] for name in sorted(named)}
+
+
+def best_named_wheel(named: Mapping[str, _Wheel], platform: str, python: Python, glibc: str) -> _Wheel | None:
+    """`best_wheel` of a release's wheels given `by_file_name`."""
+    chosen = best_for_target(list(named), python.minor, MACHINE[platform], glibc)
     return named[chosen] if chosen else None
 
 

@@ -51,8 +51,10 @@ def wheel_file_name(url: str) -> str:
     return unquote(url.split("#", 1)[0].rsplit("/", 1)[-1])
 
 
+@functools.lru_cache(maxsize=256)
 def parse_wheel_filename(filename: str) -> WheelName:
-    """The parts of `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`."""
+    """The parts of `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`; the last few names parsed are kept
+    (read, never changed): a lock's import chooses among a release's wheels once for each platform in turn."""
     if not filename.endswith(".whl") or "/" in filename:
         raise UserError(f"`{shown(filename)}` is not a wheel file name", "wheel names end in .whl")
     parts = filename[:-4].split("-")
