@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.pypi import wheel_store
+from lockgen.adapters.pypi import wheel_links, wheel_store
 from lockgen.adapters.store.env_manifest import MANIFEST
 from lockgen.api import resolve as api
 from lockgen.api.check import check_lock
@@ -233,6 +233,19 @@ def test_a_placement_changed_by_hand_places_nothing(lock: Path, tmp_path: Path) 
         lambda r: {**r, "written": [[path, mode, "\u0100"] for path, mode, data in r["written"]]},  # no byte
         lambda r: {**r, "venv": r["venv"].replace("3.11", "3.12")},  # made in another venv
         lambda r: {**r, "layout": 0},
+        # a file its wheel's RECORD states without a sha256 (the RECORD itself) not placed
+        lambda r: {
+            **r,
+            "written": [entry for entry in r["written"] if not entry[0].endswith("tool-1.0.dist-info/RECORD")],
+        },
+        lambda r: {
+            **r,
+            "written": [[path, 0o777 if path == "bin/tool" else mode, data] for path, mode, data in r["written"]],
+        },
+        lambda r: {
+            **r,
+            "written": [[path, 0o4755 if path == "bin/tool" else mode, data] for path, mode, data in r["written"]],
+        },
     ]
     for n, damage in enumerate(damages):
         records[0].write_text(json.dumps(damage(kept)))
@@ -243,3 +256,42 @@ def test_a_placement_changed_by_hand_places_nothing(lock: Path, tmp_path: Path) 
     said.clear()
     materialize(lock, None, tmp_path / "after", said.append)  # uv's install kept its placement again
     assert any(line.startswith(LINKED) for line in said), said
+
+
+def _dropped_after_its_links(self: wheel_links.Placing, prefix: Path) -> None:
+    self.join()  # every link of the plan made beside the venv, then the pass given up
+
+
+@pytest.mark.parametrize("drop", ["another venv", "after its links"])
+def test_a_pass_dropped_leaves_every_store_file_its_proof(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drop: str
+) -> None:
+    """A placement that does not hold leaves uv to install on the proofs of before, re-reading no store file: a pass
+    links nothing before the venv is made and is the placement's (links made and removed again would move each store
+    file's ctime back at its recorded link count), and one dropped after its links trusts the files its own checks
+    found standing right before each link. (Both re-read every file before: the venv was compared after the links.)"""
+    materialize(lock, None, tmp_path / "one", lambda _: None)  # uv's install, its placement kept
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "two", said.append)  # placed: the proofs renewed at this link count
+    assert any(line.startswith(LINKED) for line in said), said
+    if drop == "another venv":
+        record = next((tmp_path / "home" / "proven" / "placed").glob("*.json"))
+        kept = json.loads(record.read_bytes())
+        record.write_text(json.dumps({**kept, "venv": kept["venv"] + "# another\n"}))
+    else:
+        monkeypatch.setattr(wheel_links.Placing, "finish", _dropped_after_its_links)
+    said.clear()
+    materialize(lock, None, tmp_path / "three", said.append)
+    assert any(line.startswith(BY_UV) and "(every file against its RECORD: 0 hashed" in line for line in said), said
+
+
+def test_a_uv_setting_given_in_the_environment_keys_another_placement(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv given `UV_COMPILE_BYTECODE` writes byte code a placement kept without it would not: it is uv's install."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    monkeypatch.setenv("UV_COMPILE_BYTECODE", "1")
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "two", said.append)
+    assert any(line.startswith(BY_UV) for line in said), said
+    assert list((tmp_path / "two").rglob("*.pyc"))

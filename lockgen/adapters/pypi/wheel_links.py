@@ -71,10 +71,15 @@ def _umask() -> int:
 
 def key(wheels: Sequence[tuple[str, str]]) -> str:
     """The name a placement of these wheels (sha256, URL; in the lock's order) is kept under: with the uv binary
-    (another uv may place otherwise) and the umask."""
+    (another uv may place otherwise), the umask, and the `UV_*` settings uv is given besides lockgen's own (e.g.
+    `UV_COMPILE_BYTECODE` makes uv write byte code a placement kept without it would not)."""
     uv = uv_binary()
     info = os.stat(uv)
-    bound = [LAYOUT, [list(wheel) for wheel in wheels], uv, info.st_size, info.st_mtime_ns, _umask()]
+    ours = wheel_store.uv_environment().keys() - os.environ.keys() | {"UV_CACHE_DIR", "UV_LINK_MODE"}
+    settings = sorted(
+        (name, value) for name, value in os.environ.items() if name.startswith("UV_") and name not in ours
+    )
+    bound = [LAYOUT, [list(wheel) for wheel in wheels], uv, info.st_size, info.st_mtime_ns, _umask(), settings]
     return hashlib.sha256(json.dumps(bound).encode()).hexdigest()
 
 
@@ -108,8 +113,11 @@ class Placement:
 
 
 def kept(placement_key: str) -> Placement | None:
-    """The placement kept under this key; None where there is none, or one of another form or naming a path out of the
-    prefix (a record changed by hand places nothing)."""
+    """The placement kept under this key; None where there is none, or one of another form, naming a path out of the
+    prefix or a written file's mode no install gives it (`_allowed`). What a placement of
+    this form says is trusted as the proofs beside it are (`$LOCKGEN_HOME` is written by lockgen alone): every file a
+    wheel's RECORD states must be placed, with the sha256 the RECORD gives it (`Plan.found`), but the bytes of a
+    launcher uv wrote are taken as kept."""
     try:
         record = json.loads(_record_path(placement_key).read_bytes())
         placement = Placement(
@@ -140,8 +148,15 @@ def _typed(placement: Placement) -> bool:
     return (
         set(map(type, texts + wheels + targets)) <= {str}
         and set(map(type, modes)) <= {int}
-        and all(0 <= mode <= 0o777 for mode in modes)
+        and _allowed(placement.written)
     )
+
+
+def _allowed(written: Sequence[Written]) -> bool:
+    """Whether each written file's mode is permission bits only (no setuid, setgid or sticky bit) and lets no other
+    user write it unless it is empty (uv's `.lock` is `rw-rw-rw-`): a file anyone may change is no file a placement
+    can vouch for."""
+    return all(0 <= entry.mode <= 0o777 and (not entry.mode & 0o002 or not entry.data) for entry in written)
 
 
 def keep(
@@ -177,7 +192,7 @@ def keep(
         short = ["" if target == f"{site}/{path}" else target for target, path in zip(targets, proof.paths)]
         wheels.append((wheel, proof.folder, _paths_digest(proof.paths), short))
     written = _written(prefix, {path: info for path, info in new.items() if path not in linked}, by_inode)
-    if written is None or not wheels:
+    if written is None or not wheels or not _allowed(written):
         return
     config = (prefix / VENV_CONFIG).read_text(errors="replace")
     record = {"layout": LAYOUT, "venv": config, "folders": made, "site": site, "wheels": wheels}
@@ -239,6 +254,14 @@ def plan(placement: Placement, proofs: Mapping[str, wheel_store.Proof]) -> Plan 
         made.spans.append((wheel, proof, start, len(made.targets)))
     made.found.update((written.path, hashlib.sha256(written.data).hexdigest()) for written in placement.written)
     return made
+
+
+def made_in(placement: Placement, prefix: Path) -> bool:
+    """Whether the venv at `prefix` is the one the placement was kept in (its `pyvenv.cfg`: the Python and uv)."""
+    try:
+        return (prefix / VENV_CONFIG).read_text(errors="replace") == placement.venv
+    except OSError:
+        return False
 
 
 class Placed(NamedTuple):
@@ -337,6 +360,18 @@ class Placing:
             self.failed.append(exc)
             self._stopped = True
 
+    def vouched(self) -> wheel_store.Trusted:
+        """The store files this pass linked beside the venv, each found standing by its proof right before its link
+        (as `wheel_store.trusted` finds them) and shown by the link after: where the pass is dropped, uv's install
+        trusts them as it would have before the links moved their ctime."""
+        planned = self.planned
+        if planned is None:
+            return {}
+        return {
+            (info.st_dev, info.st_ino): (info.st_size, info.st_mtime_ns, planned.found[planned.targets[at]])
+            for at, info in zip(self.under, self.infos)
+        }
+
     def join(self) -> None:
         """Waits for both threads (the links' given none first, where no plan was given)."""
         if not self._given.is_set():
@@ -355,10 +390,7 @@ class Placing:
             return None
         files, folders = env_manifest.scan_tree(prefix)  # a venv just made: a few dozen paths
         placed = [*planned.targets, *(written.path for written in placement.written)]
-        try:
-            if (prefix / VENV_CONFIG).read_text(errors="replace") != placement.venv:
-                return None
-        except OSError:
+        if not made_in(placement, prefix):
             return None
         if not files.keys().isdisjoint([*placed, *placement.folders]) or not folders.keys().isdisjoint(
             placement.folders

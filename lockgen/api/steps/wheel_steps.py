@@ -145,8 +145,6 @@ def install_proven(
         kept = wheel_links.kept(placement) if placement is not None else None
         with wheel_links.placing(kept, prefix) as placing:  # its folders made from now on, beside the venv
             planned = work.planned(kept) if kept is not None else None
-            if placing is not None:
-                placing.link(planned)
 
             def meanwhile() -> None:  # while uv makes the venv: what the wheels place, or the store's fingerprints
                 work.placing() if planned is not None else work.check(verify)
@@ -155,11 +153,18 @@ def install_proven(
                 make_venv(meanwhile)
             else:
                 meanwhile()
-            placed = placing.finish(prefix) if placing is not None and planned and work.agrees(planned) else None
+            # no link before the venv is made and is the one the placement was kept in: a pass dropped after its links
+            # were made and removed again would leave their store files' ctime moved at the recorded link count
+            holds = planned is not None and wheel_links.made_in(planned.placement, prefix) and work.agrees(planned)
+            if placing is not None:
+                placing.link(planned if holds else None)
+            placed = placing.finish(prefix) if placing is not None and holds else None
         if placed is not None and planned is not None:
             return _linked(work, planned, placed, proven, progress)
         if planned is not None:  # a placement that did not hold: uv installs, on the fingerprints of now
             work.check(verify)
+            if placing is not None:  # and on the pass's own checks of the files it linked before it was dropped
+                work.trusted.update(placing.vouched())
         venv = env_manifest.scan_tree(prefix) if placement is not None else None  # what uv's install adds to
         installed, hashed = _installed(pip, work, prefix, progress, meter, proven)
         if placement is not None and venv is not None:
@@ -199,10 +204,13 @@ class _Work:
         return wheel_links.plan(kept, proofs)
 
     def agrees(self, planned: wheel_links.Plan) -> bool:
-        """Whether the plan places every file a wheel's RECORD states with the sha256 the RECORD gives it."""
+        """Whether the plan places every file a wheel's RECORD states with the sha256 the RECORD gives it, and every
+        file it states without one (its RECORD itself)."""
         self.placing()
         found = planned.found
-        return all(found.get(path) == digest for path, (_, digest) in self.stated.items())
+        return all(found.get(path) == digest for path, (_, digest) in self.stated.items()) and all(
+            file.path in found for package in self.expected for file in package.files
+        )
 
 
 def _linked(
