@@ -295,3 +295,10 @@ def test_a_uv_setting_given_in_the_environment_keys_another_placement(
     materialize(lock, None, tmp_path / "two", said.append)
     assert any(line.startswith(BY_UV) for line in said), said
     assert list((tmp_path / "two").rglob("*.pyc"))
+
+
+def test_a_placement_is_kept_per_python() -> None:
+    """The same pure wheels under two Pythons keep two placements (one would take the other's place on every run)."""
+    wheels = [("ab" * 32, "https://example.org/alpha-1.0-py3-none-any.whl")]
+    assert wheel_links.key(wheels, "3.11") != wheel_links.key(wheels, "3.12")
+    assert wheel_links.key(wheels, "3.11") == wheel_links.key(wheels, "3.11")

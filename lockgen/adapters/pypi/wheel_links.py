@@ -69,8 +69,9 @@ def _umask() -> int:
     return -1
 
 
-def key(wheels: Sequence[tuple[str, str]]) -> str:
-    """The name a placement of these wheels (sha256, URL; in the lock's order) is kept under: with the uv binary
+def key(wheels: Sequence[tuple[str, str]], python: str) -> str:
+    """The name a placement of these wheels (sha256, URL; in the lock's order) into a venv of Python `python` (the
+    lock's X.Y: the same pure wheels under two Pythons keep two placements) is kept under: with the uv binary
     (another uv may place otherwise), the umask, and the `UV_*` settings uv is given besides lockgen's own (e.g.
     `UV_COMPILE_BYTECODE` makes uv write byte code a placement kept without it would not)."""
     uv = uv_binary()
@@ -79,7 +80,7 @@ def key(wheels: Sequence[tuple[str, str]]) -> str:
     settings = sorted(
         (name, value) for name, value in os.environ.items() if name.startswith("UV_") and name not in ours
     )
-    bound = [LAYOUT, [list(wheel) for wheel in wheels], uv, info.st_size, info.st_mtime_ns, _umask(), settings]
+    bound = [LAYOUT, [list(wheel) for wheel in wheels], python, uv, info.st_size, info.st_mtime_ns, _umask(), settings]
     return hashlib.sha256(json.dumps(bound).encode()).hexdigest()
 
 

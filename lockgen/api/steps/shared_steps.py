@@ -226,6 +226,7 @@ def build_environment(
                 verify,
                 venv,
                 record_ahead,
+                python_xy,
             )
             expected.extend(wheels.placed)
             known.update(wheels.proven)

@@ -129,18 +129,19 @@ def install_proven(
     verify: bool = False,
     make_venv: Callable[[Callable[[], object]], None] | None = None,
     proven: Callable[[Installed], object] | None = None,
+    python: str = "",
 ) -> Installed:
-    """Installs the wheels `pip` into the venv at `prefix` and proves every file they state; `place` gives the
-    files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`, when the venv is
-    still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are checked while uv
-    makes the venv; neither touches what the other does); into that fresh venv, wheels uv placed before are placed
-    by lockgen itself where their kept placement holds (`wheel_links`), else uv installs them and what it placed is
-    kept. `proven`: given what was installed once every file is proven and sealed, before the proofs are recorded
-    for the next install (the caller starts its own work on the tree then, which the records do not change)."""
+    """Installs the wheels `pip` into the venv at `prefix` (of Python `python`, X.Y) and proves every file they state;
+    `place` gives the files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`,
+    when the venv is still to be made: makes it, doing the work it is given meanwhile (the store's fingerprints are
+    checked while uv makes the venv; neither touches what the other does); into that fresh venv, wheels uv placed before
+    are placed by lockgen itself where their kept placement holds (`wheel_links`), else uv installs them and what it
+    placed is kept. `proven`: given what was installed once every file is proven and sealed, before the proofs are
+    recorded for the next install (the caller starts its own work on the tree then, which the records do not change)."""
     pins = [_sha256_of(package) for package in pip]
     work = _Work(pins, place)
     linkable = make_venv is not None and not verify and not wheel_links.by_uv()
-    placement = wheel_links.key([(pin, package.url) for pin, package in zip(pins, pip)]) if linkable else None
+    placement = wheel_links.key([(pin, package.url) for pin, package in zip(pins, pip)], python) if linkable else None
     with wheel_store.held():
         kept = wheel_links.kept(placement) if placement is not None else None
         with wheel_links.placing(kept, prefix) as placing:  # its folders made from now on, beside the venv
