@@ -381,18 +381,16 @@ class Placing:
             thread.join()
 
     def finish(self, prefix: Path) -> Placed | None:
-        """The plan moved into the fresh venv at `prefix` and the rest placed (links and written files straight in
-        the venv's own folders); None, with nothing of it left in the venv, where a store file did not stand, the
-        venv is not the one the placement was kept in, a path it places is there already, or anything failed
-        (another filesystem: uv copies then)."""
+        """The plan moved into the fresh venv at `prefix` (the one the placement was kept in: `made_in`, judged before
+        the plan was given to `link`) and the rest placed (links and written files straight in the venv's own
+        folders); None, with nothing of it left in the venv, where a store file did not stand, a path it places is
+        there already, or anything failed (another filesystem: uv copies then)."""
         self.join()
         planned, placement = self.planned, self.placement
         if self.failed or planned is None:
             return None
         files, folders = env_manifest.scan_tree(prefix)  # a venv just made: a few dozen paths
         placed = [*planned.targets, *(written.path for written in placement.written)]
-        if not made_in(placement, prefix):
-            return None
         if not files.keys().isdisjoint([*placed, *placement.folders]) or not folders.keys().isdisjoint(
             placement.folders
         ):
