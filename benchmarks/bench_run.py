@@ -13,11 +13,14 @@ process and its children, from outside: the steady figure on a shared machine), 
 - `run STACK -- python -c pass` without `--target` (this node's target detected: the probe runs each time, the
   target it chose kept by the stack's bytes and the probe's answers), with and without `-S`, and with
   `LOCKGEN_REPARSE=1` (the typer app: the stack parsed, the node matched, the lock's freshness checked)
+- with `--installed`: lockgen installed as a user installs it, `pip install` of this tree (not editable) into a
+  fresh venv, and `VENV/bin/lockgen run LOCK -- VENV/bin/python -c pass` over `VENV/bin/python -c pass`: no
+  editable-install finder and none of this machine's `.pth` hooks (pip needs an index that has the dependencies)
 
 The environment is a conda one of small packages (the tests' channel factory); its `python` is this interpreter,
 named by its path, so both sides run the same program.
 
-    python benchmarks/bench_run.py [--runs 31] [--packages 20] [--files 150] [--smoke]
+    python benchmarks/bench_run.py [--runs 31] [--packages 20] [--files 150] [--installed] [--smoke]
 """
 
 from __future__ import annotations
@@ -62,11 +65,23 @@ def uv_project(root: Path) -> tuple[list[str], list[str], dict[str, str]] | None
     return run, [str(project / ".venv" / "bin" / "python"), "-c", "pass"], env
 
 
+def installed_lockgen(root: Path) -> Path:
+    """A fresh venv under `root` with this tree installed by pip (not editable), as a user installs lockgen."""
+    venv = root / "installed"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    repo = Path(__file__).resolve().parent.parent
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(repo)], check=True)
+    return venv
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=31)
     parser.add_argument("--packages", type=int, default=20)
     parser.add_argument("--files", type=int, default=150)
+    parser.add_argument(
+        "--installed", action="store_true", help="also measure lockgen pip-installed into a fresh venv (its script)"
+    )
     add_smoke(parser)
     args = parser.parse_args()
     if args.smoke:
@@ -111,10 +126,22 @@ def main() -> int:
         anchor = uv_project(root)
         if anchor is not None:
             samples.update({"uv run": [], "uv's python": []})
+        installed: tuple[list[str], list[str]] | None = None
+        if args.installed:
+            venv = installed_lockgen(root)
+            bare_installed = [str(venv / "bin" / "python"), "-c", "pass"]
+            installed = ([str(venv / "bin" / "lockgen"), "run", str(lock), "--", *bare_installed], bare_installed)
+            cpu_timed(installed[0], env)  # the store's environment made for this interpreter
+            time.sleep(RACY_NS / 1e9 + 0.1)
+            cpu_timed(installed[0], env)
+            samples.update({"installed run": [], "installed bare": []})
         for _ in range(args.runs):  # alternating, so a burst of other work touches every figure alike
             if anchor is not None:
                 samples["uv run"].append(cpu_timed(anchor[0], anchor[2])[1])
                 samples["uv's python"].append(cpu_timed(anchor[1], anchor[2])[1])
+            if installed is not None:
+                samples["installed run"].append(cpu_timed(installed[0], env)[1])
+                samples["installed bare"].append(cpu_timed(installed[1])[1])
             samples["bare"].append(cpu_timed(bare)[1])
             samples["run"].append(cpu_timed(run, env)[1])
             samples["materialize"].append(cpu_timed(materialize, env)[1])
@@ -137,6 +164,7 @@ def main() -> int:
             ("run STACK", "bare", RUN_TARGET_MS),
             ("run STACK -S", "bare -S", RUN_TARGET_MS),
             ("run STACK, reparsed", "bare", RUN_TARGET_MS),
+            *([("installed run", "installed bare", RUN_TARGET_MS)] if installed is not None else []),
         ):
             over = cpu[name] - cpu[bare_name]
             verdict = (
