@@ -14,12 +14,14 @@ and verifies every file: of the older form, `json.loads` and the canonical JSON 
 over its own bytes, the signature over the bytes and the body's `json.loads`).
 
     python benchmarks/bench_fleet.py [--counts 1000 10000 100000] [--runs 3] [--html] [--against TREE]
-                                     [--form file|canonical]
+                                     [--form file|canonical] [--against-form file|canonical]
     python benchmarks/bench_fleet.py --smoke                    (200 certificates, one run, not judged: CI)
 
 `--against TREE` (a checkout or `git archive` of another lockgen) runs that tree's `lockgen fleet status` on the
 same fleet in the same rounds, alternating with this tree's (each with its own LOCKGEN_HOME, run from that tree's
-folder so `python -m lockgen` is its own), and prints the ratios this tree / TREE.
+folder so `python -m lockgen` is its own), and prints the ratios this tree / TREE; with `--against-form canonical`
+TREE reads the same certificates signed in the older form (a lockgen before the form signed over the file's own
+bytes refuses that form).
 """
 
 from __future__ import annotations
@@ -127,9 +129,9 @@ for other in range(1, cores):
 for path in paths[share::cores]:
     data = path.read_bytes()
     if FILE:  # signed over its own bytes: the signature over them, then the body parsed
-        end = data.rindex(b',\n  "signature": ')
+        end = data.rindex(b',\\n  "signature": ')
         key.verify(base64.b64decode(data[end:].split(b'"value": "')[1][:88]), data[:end])
-        json.loads(data[len(b'{\n  "certificate": ') : end])
+        json.loads(data[len(b'{\\n  "certificate": ') : end])
         continue
     document = json.loads(data)
     body = json.dumps(document["certificate"], sort_keys=True, separators=(",", ":")).encode()
@@ -168,6 +170,11 @@ def main() -> None:
     parser.add_argument("--html", action="store_true", help="also time --html and print the page's size")
     parser.add_argument("--against", type=Path, help="another lockgen tree, run on the same fleet in the same rounds")
     parser.add_argument(
+        "--against-form",
+        choices=("file", "canonical"),
+        help="the form of the fleet TREE reads (default: --form's; `canonical` for a tree that predates the other)",
+    )
+    parser.add_argument(
         "--form",
         choices=("file", "canonical"),
         default="file",
@@ -197,6 +204,10 @@ def main() -> None:
             write_fleet(folder, count, key, args.form)
             size = sum(path.stat().st_size for path in folder.rglob("*.cert.json"))
             print(f"{count} certificates, {size / 1e6:.0f} MB, written in {time.perf_counter() - started:.1f} s")
+            theirs = folder  # the fleet the other tree reads: this one, or the same certificates in another form
+            if args.against is not None and (args.against_form or args.form) != args.form:
+                theirs = root / f"fleet-{count}-{args.against_form}"
+                write_fleet(theirs, count, key, args.against_form)
             command = [sys.executable, "-m", "lockgen", "fleet", "status", str(folder), "--key", f"{key}.pub", "--json"]
             variants = [("--json", command)] + (
                 [("--json --html", [*command, "--html", str(root / "fleet.html")])] if args.html else []
@@ -212,9 +223,12 @@ def main() -> None:
                     if args.against is not None:  # the other tree, its own home, in the same round
                         shutil.rmtree(root / "home-against", ignore_errors=True)
                         against = {**env, "LOCKGEN_HOME": str(root / "home-against")}
-                        other["first run"].append(measured(argv, against, args.against.resolve()))
-                        other["repeated run"].append(measured(argv, against, args.against.resolve()))
+                        their_argv = [str(theirs) if part == str(folder) else part for part in argv]
+                        other["first run"].append(measured(their_argv, against, args.against.resolve()))
+                        other["repeated run"].append(measured(their_argv, against, args.against.resolve()))
                     floors.append(measured(floor, env))
+                    if floors[-1][0] != 0:
+                        raise SystemExit(f"the floor exited {floors[-1][0]}: {floors[-1][4]}")
                 floor_wall, floor_cpu = (median([r[i] for r in floors]) or 0.0 for i in (1, 2))
                 for when, results in (("first run", first), ("repeated run", repeated)):
                     code, _, _, _, tail = results[-1]
@@ -236,6 +250,9 @@ def main() -> None:
                     )
                     print(f"    lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
                     if other[when]:
+                        code_b, *_, tail_b = other[when][-1]
+                        if code_b != code:
+                            raise SystemExit(f"{args.against}'s fleet status exited {code_b}: {tail_b}")
                         wall_b, cpu_b, rss_b = (median([r[i] for r in other[when]]) or 0.0 for i in (1, 2, 3))
                         print(
                             f"    {args.against}: wall {wall_b:.2f} s, CPU {cpu_b:.2f} s, peak RSS {rss_b:.0f} MB; "
@@ -244,7 +261,7 @@ def main() -> None:
                 print(f"  floor (read, parse, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")
                 if "--html" in argv:
                     print(f"  the HTML page: {(root / 'fleet.html').stat().st_size / 1e6:.2f} MB")
-            subprocess.run(["rm", "-rf", str(folder)], check=True)
+            subprocess.run(["rm", "-rf", str(folder), str(theirs)], check=True)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ records, 500 MB a 100,000, no longer outlive them); a folder not read in `MOST_P
 again when it is.
 
 What a kept verdict trusts: that a pack under lockgen's home was written by lockgen, after this version of
-lockgen proved exactly the bytes whose sha256 names the record (canonical, signed by the key whose fingerprint it
-records, its body accepted by the models) — the bytes are hashed on every run, so an edited, re-serialized or
+lockgen proved exactly the bytes whose sha256 names the record (signed by the key whose fingerprint it records:
+over the file's own bytes, its frame exact, or over the canonical JSON of a file proven canonical; its body
+accepted by the models) — the bytes are hashed on every run, so an edited, re-serialized or
 re-signed file has another sha256 and is verified again, and refused as before. A verdict is kept only for
 bytes the quick proof accepted as read (never for a refusal, which is made again each run and words its own
 reason, nor for a file `read_signed` accepted by reading it a second time). A pack is written whole (a temporary
