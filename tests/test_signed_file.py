@@ -193,6 +193,14 @@ CASES: dict[str, tuple[Callable[[Path], str], str | None]] = {
         ),
         "content was changed",
     ),
+    "signed, but no certificate": (
+        lambda keys: signed_file({**_body(), "passed": "yes"}, keys / "k"),
+        "at certificate.passed, input should be a valid boolean",
+    ),
+    "signed, passed contradicting its checks": (
+        lambda keys: signed_file({**_body(), "passed": False}, keys / "k"),
+        "says passed=False while 0 of its checks failed",
+    ),
     "another signer": (lambda keys: signed_file(_body(), keys / "other"), "no --key given"),
     "unsigned": (lambda keys: render({"certificate": _body(), "signature": None}), "not signed"),
 }
@@ -203,7 +211,8 @@ def test_each_case_is_accepted_or_refused_by_cert_verify_and_the_fleet_alike(
     keys: Path, tmp_path: Path, case: str
 ) -> None:
     """With the key: the file as signed and the older form are accepted; every other case is refused by `cert
-    verify`, `cert compare`'s reader and the fleet's quick proof, the fleet's two readers for the same reason."""
+    verify`, `cert compare`'s reader and the fleet's quick proof, the fleet's two readers for the same reason; a
+    signed body is held to the certificate's records as strictly as the older form's (the field named)."""
     make, reason = CASES[case]
     path = tmp_path / "case.cert.json"
     path.write_text(make(keys))

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, Certificate]:
     """(the file's JSON document, its model), its bytes checked and, with a key, its signature."""
     data = _certificate_bytes(path)
-    found = signing.framed(data) if public_key is not None else None
+    found = signing.framed(data)
     if found is not None and public_key is not None:
         signing.check_framed(found, signing.public_key(public_key))
         certificate = framed_certificate(found, f"`{path}`")
@@ -66,7 +66,7 @@ def framed_certificate(found: signing.FramedFile, where: str) -> Certificate:
     try:
         body = CertificateBody.model_validate_json(found.body)
     except ValidationError as exc:
-        raise _not_a_certificate(exc, where, "certificate.") from None
+        raise _not_a_certificate(exc, where, ("certificate",)) from None
     _require_consistent(body, where)
     return Certificate(certificate=body, signature=Signature.model_validate(found.signature_json()))
 
@@ -85,14 +85,13 @@ def _validated(model: Any, document: Any, where: str) -> Any:
         raise _not_a_certificate(exc, where) from None
 
 
-def _not_a_certificate(error: ValidationError, where: str, within: str = "") -> LockFormatError:
-    """The refusal of a document the models do not accept, naming the first field they refused (`within`: the
-    path of the document validated inside the file's)."""
+def _not_a_certificate(error: ValidationError, where: str, within: tuple[str, ...] = ()) -> LockFormatError:
+    """The refusal of a document the models do not accept, naming the first field they refused (`within`: where
+    in the file the document validated lies)."""
     first = error.errors()[0]
-    at = ".".join(str(part) for part in first["loc"])
+    at = ".".join(str(part) for part in (*within, *first["loc"])) or "the top level"
     return LockFormatError(
-        f"{where} is not a lockgen certificate: at {within + at if at else within.rstrip('.') or 'the top level'}, "
-        f"{first['msg'].lower()}",
+        f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}",
         "certificates are written by `lockgen verify`; use the original file",
     )
 
