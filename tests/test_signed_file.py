@@ -272,3 +272,28 @@ def test_an_attestation_is_made_of_either_form_and_only_with_the_signer_s_key(ke
     path.write_text(render(forged))
     with pytest.raises(LockgenError, match="content was changed"):
         attestations(reference, image, path, keys / "k", None)
+
+
+def test_a_verdict_kept_under_other_signature_rules_is_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rules a kept verdict names cover the file's forms and signatures (`signing`, `certificate_steps`), not
+    only the models: a verdict main kept for an older-form file whose signature value had a byte inserted (accepted
+    there, refused here) must not be taken. Failed before: the stamp hashed the models' sources alone."""
+    from lockgen.adapters.node import kept_verdicts
+
+    package = Path(kept_verdicts.__file__).resolve().parents[2]
+    tree = tmp_path / "tree"
+    for source in kept_verdicts.RULE_SOURCES:
+        copied = (tree / "lockgen" / source).resolve()
+        copied.parent.mkdir(parents=True, exist_ok=True)
+        copied.write_bytes((package / source).resolve().read_bytes())
+    monkeypatch.setattr(kept_verdicts, "__file__", str(tree / "lockgen" / "adapters" / "node" / "kept_verdicts.py"))
+    stamps = []
+    for edit in ("", "# a rule changed\n"):
+        signing_source = tree / "lockgen" / "adapters" / "node" / "signing.py"
+        signing_source.parent.mkdir(parents=True, exist_ok=True)
+        signing_source.write_bytes((package / "adapters" / "node" / "signing.py").read_bytes() + edit.encode())
+        monkeypatch.setattr(kept_verdicts, "_stamp", [])
+        stamps.append(kept_verdicts.stamp())
+    assert stamps[0] != stamps[1]
