@@ -2,21 +2,26 @@
 valid signed certificates in <= 2 s and <= 200 MB; 100,000 without memory growing with the count).
 
 N certificates are written into a temporary folder, each signed with Ed25519 as `lockgen verify --key` signs
-(the canonical JSON of the body, the file in its canonical rendering): the H100 certificate of
-`envs/examples/numerics-fingerprint/` with its node (the file's name), its time, its bf16 GEMM figure and, on one
-node in 500, its TF32 digest changed. The command runs in a child process, with a LOCKGEN_HOME of its own:
-a first run (no kept verdict: every certificate parsed and verified, and its verdict kept) then a repeated
-run (every verdict kept: each file read and hashed); their wall time, CPU time (user + system) and peak RSS
-(`ru_maxrss` of the child, from `resource.getrusage(RUSAGE_CHILDREN)` in a fresh measuring process each run)
-are printed, medians of `--runs` runs, beside the anchor's targets and the floor's (a bare reader that parses
-and verifies every file).
+(`--form file`, the default: over the file's own bytes up to the body's end, `signing.signed_file`; `--form
+canonical`: the older form, over the canonical JSON of the body; the file is the canonical rendering either way):
+the H100 certificate of `envs/examples/numerics-fingerprint/` with its node (the file's name), its time, its bf16
+GEMM figure and, on one node in 500, its TF32 digest changed. The command runs in a child process, with a
+LOCKGEN_HOME of its own: a first run (no kept verdict: every certificate parsed and verified, and its verdict kept)
+then a repeated run (every verdict kept: each file read and hashed); their wall time, CPU time (user + system) and
+peak RSS (`ru_maxrss` of the child, from `resource.getrusage(RUSAGE_CHILDREN)` in a fresh measuring process each
+run) are printed, medians of `--runs` runs, beside the anchor's targets and the floor's (a bare reader that parses
+and verifies every file: of the older form, `json.loads` and the canonical JSON encoded again; of a file signed
+over its own bytes, the signature over the bytes and the body's `json.loads`).
 
     python benchmarks/bench_fleet.py [--counts 1000 10000 100000] [--runs 3] [--html] [--against TREE]
+                                     [--form file|canonical] [--against-form file|canonical]
     python benchmarks/bench_fleet.py --smoke                    (200 certificates, one run, not judged: CI)
 
 `--against TREE` (a checkout or `git archive` of another lockgen) runs that tree's `lockgen fleet status` on the
 same fleet in the same rounds, alternating with this tree's (each with its own LOCKGEN_HOME, run from that tree's
-folder so `python -m lockgen` is its own), and prints the ratios this tree / TREE.
+folder so `python -m lockgen` is its own), and prints the ratios this tree / TREE; with `--against-form canonical`
+TREE reads the same certificates signed in the older form (a lockgen before the form signed over the file's own
+bytes refuses that form).
 """
 
 from __future__ import annotations
@@ -61,8 +66,19 @@ def _templates() -> tuple[str, str]:
     ), canonical_json(body).decode()
 
 
-def write_fleet(folder: Path, count: int, private_key: Path) -> None:
-    """`count` signed certificates under `folder` (100 nodes a sub-folder, as several `--certs` folders)."""
+def _file_template(private_key: Path) -> str:
+    """The template certificate signed over its own bytes (`signing.signed_file`), its signature's value to be
+    replaced: the same placeholders as `_templates`."""
+    from lockgen.adapters.node.signing import signed_file
+
+    body = json.loads(_templates()[1])
+    return signed_file(body, private_key)
+
+
+def write_fleet(folder: Path, count: int, private_key: Path, form: str = "file") -> None:
+    """`count` signed certificates under `folder` (100 nodes a sub-folder, as several `--certs` folders), each
+    signed over its own bytes (`form` "file", what `lockgen verify --key` writes) or over its body's canonical
+    JSON ("canonical", the older form)."""
     from cryptography.hazmat.primitives import serialization
 
     from lockgen.adapters.node.signing import key_id
@@ -71,14 +87,25 @@ def write_fleet(folder: Path, count: int, private_key: Path) -> None:
     identity = key_id(key.public_key())  # type: ignore[union-attr]
     text, canonical = _templates()
     text = text.replace("K" * 16, identity)
+    framed = _file_template(private_key)
+    head = framed[: framed.rindex(',\n  "signature": ')]  # what the signature is over: the file up to the body's end
+    frame = framed[len(head) :]
+    value = frame[frame.rindex('"value": "') + 10 :][:88]
     for node in range(count):
         created = f"2026-12-{1 + node % 28:02d}T{node % 24:02d}:{node % 60:02d}:{(node // 60) % 60:02d}Z"
         gemm = f"{780 + node % 100 + 0.12345678:.8f}"  # as many characters as GEMM, and its own shortest repr
         tf32 = "f" * 64 if node % 500 == 499 else TF32
-        filled = canonical.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32)
-        signature = base64.b64encode(key.sign(filled.encode())).decode()  # type: ignore[union-attr]
+        if form == "file":
+            signed = head.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32)
+            signature = base64.b64encode(key.sign(signed.encode())).decode()  # type: ignore[union-attr]
+            document = signed + frame.replace(value, signature)
+        else:
+            filled = canonical.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32)
+            signature = base64.b64encode(key.sign(filled.encode())).decode()  # type: ignore[union-attr]
+            document = (
+                text.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32).replace("S" * 88, signature)
+            )
         assert len(signature) == 88
-        document = text.replace(CREATED, created).replace(GEMM, gemm).replace(TF32, tf32).replace("S" * 88, signature)
         part = folder / f"rack{node // 100:04d}"
         if node % 100 == 0:
             part.mkdir(parents=True)
@@ -90,6 +117,7 @@ import base64, json, os, sys
 from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 key = serialization.load_pem_public_key(Path(sys.argv[2]).read_bytes())
+FILE = sys.argv[3] == "file"
 paths = sorted(Path(sys.argv[1]).rglob("*.cert.json"))
 cores, share, children = len(os.sched_getaffinity(0)), 0, []
 for other in range(1, cores):
@@ -99,7 +127,13 @@ for other in range(1, cores):
         break
     children.append(pid)
 for path in paths[share::cores]:
-    document = json.loads(path.read_bytes())
+    data = path.read_bytes()
+    if FILE:  # signed over its own bytes: the signature over them, then the body parsed
+        end = data.rindex(b',\\n  "signature": ')
+        key.verify(base64.b64decode(data[end:].split(b'"value": "')[1][:88]), data[:end])
+        json.loads(data[len(b'{\\n  "certificate": ') : end])
+        continue
+    document = json.loads(data)
     body = json.dumps(document["certificate"], sort_keys=True, separators=(",", ":")).encode()
     key.verify(base64.b64decode(document["signature"]["value"]), body)
 if share:
@@ -135,12 +169,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--html", action="store_true", help="also time --html and print the page's size")
     parser.add_argument("--against", type=Path, help="another lockgen tree, run on the same fleet in the same rounds")
+    parser.add_argument(
+        "--against-form",
+        choices=("file", "canonical"),
+        help="the form of the fleet TREE reads (default: --form's; `canonical` for a tree that predates the other)",
+    )
+    parser.add_argument(
+        "--form",
+        choices=("file", "canonical"),
+        default="file",
+        help="what each signature is over: the file's own bytes (what lockgen verify --key writes), or the body's "
+        "canonical JSON (the older form)",
+    )
     add_smoke(parser)
     args = parser.parse_args()
     counts, runs = ([200], 1) if args.smoke else (args.counts, args.runs)
     print(
         f"lockgen fleet status FOLDER --key PUB --json on {os.cpu_count()} cores (load average "
-        f"{os.getloadavg()[0]:.1f})"
+        f"{os.getloadavg()[0]:.1f}); certificates signed over "
+        + ("their own bytes" if args.form == "file" else "their body's canonical JSON")
     )
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as scratch:
         root = Path(scratch)
@@ -154,14 +201,18 @@ def main() -> None:
         for count in counts:
             folder = root / f"fleet-{count}"
             started = time.perf_counter()
-            write_fleet(folder, count, key)
+            write_fleet(folder, count, key, args.form)
             size = sum(path.stat().st_size for path in folder.rglob("*.cert.json"))
             print(f"{count} certificates, {size / 1e6:.0f} MB, written in {time.perf_counter() - started:.1f} s")
+            theirs = folder  # the fleet the other tree reads: this one, or the same certificates in another form
+            if args.against is not None and (args.against_form or args.form) != args.form:
+                theirs = root / f"fleet-{count}-{args.against_form}"
+                write_fleet(theirs, count, key, args.against_form)
             command = [sys.executable, "-m", "lockgen", "fleet", "status", str(folder), "--key", f"{key}.pub", "--json"]
             variants = [("--json", command)] + (
                 [("--json --html", [*command, "--html", str(root / "fleet.html")])] if args.html else []
             )
-            floor = [sys.executable, "-c", FLOOR, str(folder), f"{key}.pub"]
+            floor = [sys.executable, "-c", FLOOR, str(folder), f"{key}.pub", args.form]
             for name, argv in variants:
                 first, repeated, floors = [], [], []
                 other: dict[str, list[tuple[int, float, float, float, str]]] = {"first run": [], "repeated run": []}
@@ -172,9 +223,12 @@ def main() -> None:
                     if args.against is not None:  # the other tree, its own home, in the same round
                         shutil.rmtree(root / "home-against", ignore_errors=True)
                         against = {**env, "LOCKGEN_HOME": str(root / "home-against")}
-                        other["first run"].append(measured(argv, against, args.against.resolve()))
-                        other["repeated run"].append(measured(argv, against, args.against.resolve()))
+                        their_argv = [str(theirs) if part == str(folder) else part for part in argv]
+                        other["first run"].append(measured(their_argv, against, args.against.resolve()))
+                        other["repeated run"].append(measured(their_argv, against, args.against.resolve()))
                     floors.append(measured(floor, env))
+                    if floors[-1][0] != 0:
+                        raise SystemExit(f"the floor exited {floors[-1][0]}: {floors[-1][4]}")
                 floor_wall, floor_cpu = (median([r[i] for r in floors]) or 0.0 for i in (1, 2))
                 for when, results in (("first run", first), ("repeated run", repeated)):
                     code, _, _, _, tail = results[-1]
@@ -190,20 +244,24 @@ def main() -> None:
                         f"{'within' if wall <= TARGET_WALL_S and rss <= TARGET_RSS_MB else 'OVER'})"
                     )
                     print(
-                        f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s, peak RSS {rss:.0f} MB, "
+                        f"  {name}, {when}: wall {wall:.2f} s, CPU {cpu:.2f} s (/ 2 cores: {cpu / 2:.2f} s), "
+                        f"peak RSS {rss:.0f} MB, "
                         f"{1e6 * wall / count:.0f} us a certificate, median of {runs}{verdict}"
                     )
                     print(f"    lockgen / floor: CPU {cpu / floor_cpu:.2f}, wall {wall / floor_wall:.2f}")
                     if other[when]:
+                        code_b, *_, tail_b = other[when][-1]
+                        if code_b != code:
+                            raise SystemExit(f"{args.against}'s fleet status exited {code_b}: {tail_b}")
                         wall_b, cpu_b, rss_b = (median([r[i] for r in other[when]]) or 0.0 for i in (1, 2, 3))
                         print(
                             f"    {args.against}: wall {wall_b:.2f} s, CPU {cpu_b:.2f} s, peak RSS {rss_b:.0f} MB; "
                             f"this tree / it: wall {wall / wall_b:.2f}, CPU {cpu / cpu_b:.2f}"
                         )
-                print(f"  floor (read, json.loads, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")
+                print(f"  floor (read, parse, Ed25519 verify): wall {floor_wall:.2f} s, CPU {floor_cpu:.2f} s")
                 if "--html" in argv:
                     print(f"  the HTML page: {(root / 'fleet.html').stat().st_size / 1e6:.2f} MB")
-            subprocess.run(["rm", "-rf", str(folder)], check=True)
+            subprocess.run(["rm", "-rf", str(folder), str(theirs)], check=True)
 
 
 if __name__ == "__main__":

@@ -228,6 +228,17 @@ def test_any_changed_byte_is_refused(certificate: Path, keys: tuple[Path, Path],
     assert result.returncode == 1 and result.stderr.startswith("error:")
 
 
+def test_the_certificate_is_signed_over_its_own_bytes(certificate: Path, keys: tuple[Path, Path]) -> None:
+    """`verify --key` writes the canonical file signed over its own bytes up to the body's end (`"signed":
+    "file-bytes"`), its frame exactly the one readers compare, its signature the key's over those bytes."""
+    from lockgen.adapters.node import signing
+
+    text = certificate.read_text()
+    found = signing.framed(text.encode())
+    assert signing.render(json.loads(text)) == text and json.loads(text)["signature"]["signed"] == "file-bytes"
+    assert found is not None and signing.verifies(found, signing.public_key(keys[1]))
+
+
 def test_compare_and_list(certificate: Path, tmp_path: Path) -> None:
     same = run_cli("cert", "compare", str(certificate), str(certificate))
     assert same.returncode == 0 and "gemm/fp32" in same.stdout and "REGRESSION" not in same.stdout

@@ -303,8 +303,8 @@ def _verify(
         options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd()
     )
     data = body.model_dump(mode="json", by_alias=True)
-    document: JsonObject = {"certificate": data, "signature": signing.sign(data, options.key) if options.key else None}
-    write_atomic(path, signing.render(document))
+    unsigned: JsonObject = {"certificate": data, "signature": None}
+    write_atomic(path, signing.signed_file(data, options.key) if options.key else signing.render(unsigned))
     _emit(body, options, given.references, progress)
     return Verified(path, body)
 

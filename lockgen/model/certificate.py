@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import math
-from typing import Annotated, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 from pydantic import SerializerFunctionWrapHandler, Strict, field_validator, model_serializer
 
@@ -317,10 +317,18 @@ class CertificateBody(Frozen):
         return [c for c in self.checks if not c.passed]
 
 
+SIGNED_FILE_BYTES = "file-bytes"  # `signed`: the signature is over the file's own bytes (`adapters.node.signing`)
+
+
 class Signature(Frozen):
+    """Who signed a certificate (the first 16 hex digits of the sha256 of the Ed25519 public key) and the signature,
+    base64; `signed` says what it is over: `file-bytes`, the file's bytes from its first to the body's last (what
+    `lockgen verify --key` writes), or absent, the body's canonical JSON (certificates written before)."""
+
     algorithm: Text
     key_id: Text
     value: Text
+    signed: Literal["file-bytes"] | None = None
 
 
 class Certificate(Frozen):

@@ -19,16 +19,18 @@ records, 500 MB a 100,000, no longer outlive them); a folder not read in `MOST_P
 again when it is.
 
 What a kept verdict trusts: that a pack under lockgen's home was written by lockgen, after this version of
-lockgen proved exactly the bytes whose sha256 names the record (canonical, signed by the key whose fingerprint it
-records, its body accepted by the models) — the bytes are hashed on every run, so an edited, re-serialized or
+lockgen proved exactly the bytes whose sha256 names the record (signed by the key whose fingerprint it records:
+over the file's own bytes, its frame exact, or over the canonical JSON of a file proven canonical; its body
+accepted by the models) — the bytes are hashed on every run, so an edited, re-serialized or
 re-signed file has another sha256 and is verified again, and refused as before. A verdict is kept only for
 bytes the quick proof accepted as read (never for a refusal, which is made again each run and words its own
 reason, nor for a file `read_signed` accepted by reading it a second time). A pack is written whole (a temporary
 file and a rename) or not at all; a record is taken only when it names the same sha256, lockgen version, rules (a
-digest of the sources of the models a certificate is accepted by: a verdict an older lockgen kept, which accepted
-what this one refuses, is no verdict now) and schema, and one of the keys given; anything else (a pack cut short,
-an index out of its file) reads as not kept. Keeping is best-effort: a home lockgen cannot write keeps nothing.
-`LOCKGEN_REPARSE=1`, or removing the `kept/` folder, verifies every certificate."""
+digest of the sources a certificate is accepted by, its models and its file's forms and signatures: a verdict an
+older lockgen kept, which accepted what this one refuses, is no verdict now) and schema, and one of the keys given;
+anything else (a pack cut short, an index out of its file) reads as not kept. Keeping is best-effort: a home
+lockgen cannot write keeps nothing. `LOCKGEN_REPARSE=1`, or removing the `kept/` folder, verifies every
+certificate."""
 
 from __future__ import annotations
 
@@ -52,8 +54,15 @@ from lockgen.errors import UserError
 
 SCHEMA = 3  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
 RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerprint: a few KiB
-# the sources of what a certificate must be to be accepted (the schema and its models), from lockgen's folder
-RULE_SOURCES = ("model/certificate.py", "model/json_values.py", "../verify/schema.py")
+# the sources of what a certificate must be to be accepted (the schema and its models; its file's form and
+# signature, and how each form's body is validated), from lockgen's folder
+RULE_SOURCES = (
+    "model/certificate.py",
+    "model/json_values.py",
+    "../verify/schema.py",
+    "adapters/node/signing.py",
+    "api/steps/certificate_steps.py",
+)
 _stamp: list[str] = []
 
 

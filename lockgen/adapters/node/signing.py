@@ -1,14 +1,32 @@
-"""Ed25519 signing of certificates (the `cryptography` library), over canonical JSON, and of the DSSE
-envelopes that carry them as attestations (over their PAE bytes).
+"""Ed25519 signing of certificates (the `cryptography` library), and of the DSSE envelopes that carry them as
+attestations (over their PAE bytes). A key's id is the sha256 of its raw public key: certificates carry its first
+16 hex digits, DSSE envelopes all 64.
 
-A certificate file is exactly the canonical rendering of `{certificate, signature}`: verifying
-re-renders it, so any changed byte (content or layout) fails, and checks the signature over the
-canonical JSON of the certificate body. A key's id is the sha256 of its raw public key: certificates
-carry its first 16 hex digits, DSSE envelopes all 64.
+A certificate file is always the canonical rendering of `{certificate, signature}` as `lockgen verify` writes it
+(`render`: sorted keys, two-space indent, ASCII). What its signature is over comes in two forms:
 
-A fleet's folder holds thousands of certificates: `signed_and_canonical` proves one with keys loaded once and
-`rendered`, which makes `render`'s bytes in a third of the time (json's indenting encoder is its pure-Python
-one); a certificate it does not prove is left to `verify_file`, whose refusal names the reason.
+- **the file's own bytes** (`"signed": "file-bytes"`, what `lockgen verify --key` writes, `signed_file`): the
+  Ed25519 signature of the file's bytes from its first, `{` and the line `  "certificate": `, to the body's last,
+  `}`, exactly as the file holds them. The rest of the file is a frame of fixed form: the signature object's own
+  rendering (`"algorithm": "ed25519"`, a key id of 16 hex digits, `"signed": "file-bytes"`, the value in
+  canonical base64 of 64 bytes) and `}` with a line break. A reader with a key (`framed`, `check_framed`) checks
+  that frame by exact comparison, verifies the signature over the bytes before it, and reads the body from those
+  bytes: nothing is parsed before the signature is checked, and nothing is rendered again, because the signer
+  rendered the body. What it trusts: that the holder of the key signs only bodies it rendered (lockgen's
+  `verify` signs what it renders); any other byte of the file (content, layout, a key id, the signature) fails
+  the signature or the frame, so a file re-serialized or edited after signing is refused. The signed bytes
+  begin `{` and a line break, which no canonical JSON (the other form's message) and no DSSE PAE (`DSSEv1 `)
+  does: a signature of one form is never one of the other.
+- **the body's canonical JSON** (`digests.canonical_json`, no `signed` field, `sign`): the form of the
+  certificates written before; a reader (`verify_file`) re-renders the file to prove it canonical and checks the
+  signature over the body encoded again. Every certificate of this form still verifies as it did.
+
+Without a key, a file of either form is read by `verify_file`: proven canonical, its signature only well formed.
+
+A fleet's folder holds thousands of certificates: a framed file is proven at the cost of its signature and one
+validation of its body from its JSON text; one of the older form by `signed_and_canonical` with keys loaded once
+and `rendered`, which makes `render`'s bytes in a third of the time (json's indenting encoder is its pure-Python
+one); a certificate neither proves is left to the readers above, whose refusal names the reason.
 """
 
 from __future__ import annotations
@@ -18,12 +36,15 @@ import binascii
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lockgen.adapters import user_files
+from lockgen.model.certificate import SIGNED_FILE_BYTES
 from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.names import shown
 from lockgen.core import nesting
@@ -149,25 +170,114 @@ def signed_and_canonical(text: str, document: Any, keys: Mapping[str, Any]) -> b
         return False
     if signature is None:
         return not keys
-    if (
-        type(signature) is not dict
-        or signature.get("algorithm") != "ed25519"
-        or type(signature.get("value")) is not str
-        or type(signature.get("key_id")) is not str
-    ):
+    if not _well_formed(signature, text):
         return False
     if not keys:
         return True
     key = keys.get(signature["key_id"])
-    if key is None:
+    if key is None or "signed" in signature:  # a framed file with its key is proven by its frame (`framed`)
         return False
     from cryptography.exceptions import InvalidSignature
 
     try:
-        key.verify(base64.b64decode(signature["value"]), _compact(body))
+        key.verify(_signature_bytes(signature["value"]), _compact(body))
     except (InvalidSignature, ValueError, binascii.Error):
         return False
     return True
+
+
+FILE_HEAD = '{\n  "certificate": '  # a certificate file's first bytes, in either form
+_HEAD = FILE_HEAD.encode("ascii")
+
+
+def _frame(key: str, value: str) -> str:
+    """What follows the body in a file signed over its own bytes: the signature object as `render` writes it."""
+    return (
+        ',\n  "signature": {\n    "algorithm": "ed25519",\n    "key_id": "'
+        + key
+        + '",\n    "signed": "'
+        + SIGNED_FILE_BYTES
+        + '",\n    "value": "'
+        + value
+        + '"\n  }\n}\n'
+    )
+
+
+# a key id is 16 hex digits (`key_id`); a signature 64 bytes, in canonical base64 (86 digits, the last one's
+# unused bits zero, then `==`): a value spelled otherwise, decoding to the same bytes, is another file
+_FRAME = re.compile(
+    re.escape(_frame("KEY", "VALUE").encode("ascii"))
+    .replace(b"KEY", rb"([0-9a-f]{16})")
+    .replace(b"VALUE", rb"([A-Za-z0-9+/]{85}[AQgw]==)")
+)
+_FRAME_SIZE = len(_frame("0" * 16, "A" * 88))
+
+
+@dataclass(frozen=True)
+class FramedFile:
+    """A certificate file signed over its own bytes, cut at its frame (`framed`): nothing in it verified yet."""
+
+    key_id: str
+    signature: bytes  # Ed25519's 64 bytes
+    signed: bytes  # the file's bytes the signature is over: FILE_HEAD, then the body
+    body: bytes  # the certificate body's JSON, as the file holds it
+
+    def signature_json(self) -> JsonObject:
+        """The file's signature object, as it reads."""
+        return {
+            "algorithm": "ed25519",
+            "key_id": self.key_id,
+            "signed": SIGNED_FILE_BYTES,
+            "value": base64.b64encode(self.signature).decode("ascii"),
+        }
+
+
+def framed(data: bytes) -> FramedFile | None:
+    """`data` cut at its frame, when it is a certificate file signed over its own bytes whose frame is exactly the
+    one `signed_file` writes; None for any other bytes (the older form, unsigned, a frame changed by one byte)."""
+    end = len(data) - _FRAME_SIZE
+    if end <= len(_HEAD) or not data.startswith(_HEAD):
+        return None
+    matched = _FRAME.fullmatch(data, end)
+    if matched is None:
+        return None
+    signed = data[:end]
+    return FramedFile(matched[1].decode("ascii"), base64.b64decode(matched[2]), signed, signed[len(_HEAD) :])
+
+
+def verifies(found: FramedFile, key: Ed25519PublicKey) -> bool:
+    """Whether `found`'s signature is `key`'s over the bytes it covers."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        key.verify(found.signature, found.signed)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def check_framed(found: FramedFile, key: Ed25519PublicKey) -> None:
+    """Refuses (in `verify_file`'s words) a framed file signed by another key than `key`, or whose signature does
+    not verify over its bytes."""
+    if found.key_id != key_id(key):
+        raise _other_signer(found.key_id, key)
+    if not verifies(found, key):
+        raise _changed()
+
+
+def signed_file(body: JsonObject, private_key_path: Path) -> str:
+    """The file of a certificate signed over its own bytes: `render({"certificate": body, "signature": ...})` byte
+    for byte, the signature of its bytes up to the body's end (`FILE_HEAD` and the body at one level's indent)."""
+    key = _load(private_key_path, private=True)
+    signed = FILE_HEAD + rendered_nested(body, 1)
+    value = base64.b64encode(key.sign(signed.encode("ascii"))).decode("ascii")
+    return signed + _frame(key_id(key.public_key()), value)
+
+
+def public_key(path: Path) -> Ed25519PublicKey:
+    """The Ed25519 public key at `path` (refused, saying why, when it is not one)."""
+    loaded: Ed25519PublicKey = _load(path, private=False)
+    return loaded
 
 
 def keygen(path: Path) -> tuple[Path, Path]:
@@ -287,6 +397,8 @@ def require_signed_by(document: JsonObject, private_key_path: Path) -> None:
 
 
 def sign(body: JsonObject, private_key_path: Path) -> JsonObject:
+    """The signature object of the older form, over the body's canonical JSON: what `lockgen verify --key` wrote
+    before `signed_file` (the tests and the benchmark make certificates of that form with it, which still verify)."""
     key = _load(private_key_path, private=True)
     return {
         "algorithm": "ed25519",
@@ -313,12 +425,7 @@ def verify_file(text: str, public_key_path: Path | None) -> JsonObject:
     if not isinstance(document, dict):
         raise LockFormatError("certificate is not a JSON object", "it was damaged; use the original file")
     signature = document.get("signature")
-    if signature is not None and (
-        not isinstance(signature, dict)
-        or signature.get("algorithm") != "ed25519"
-        or not isinstance(signature.get("value"), str)
-        or not isinstance(signature.get("key_id"), str)
-    ):
+    if signature is not None and not _well_formed(signature, text):
         raise LockFormatError(
             "certificate signature is malformed (lockgen signs with ed25519: algorithm, key_id, value)",
             "the file was edited; use the original certificate",
@@ -332,18 +439,57 @@ def verify_file(text: str, public_key_path: Path | None) -> JsonObject:
 
 
 def _check_signature(document: JsonObject, key: Ed25519PublicKey) -> None:
+    """Refuses `document` (a canonical file's, its signature well formed: `verify_file`) unless `key` signed it,
+    over what its form names: the file's bytes up to the body's end (rendered again: the file is canonical), or
+    the body's canonical JSON."""
     from cryptography.exceptions import InvalidSignature
 
     signature = object_at(document, "signature")  # its form checked by `verify_file`
     if signature.get("key_id") != key_id(key):
-        raise LockFormatError(
-            f"certificate was signed by key {shown(str(signature.get('key_id')))}, not {key_id(key)}",
-            "pass the public key that matches the signing key",
-        )
+        raise _other_signer(str(signature.get("key_id")), key)
     try:
-        key.verify(base64.b64decode(text_at(signature, "value") or ""), canonical_json(document["certificate"]))
+        if signature.get("signed") == SIGNED_FILE_BYTES:
+            message = (FILE_HEAD + rendered_nested(document["certificate"], 1)).encode("ascii")
+        else:
+            message = canonical_json(document["certificate"])
+        key.verify(_signature_bytes(text_at(signature, "value") or ""), message)
     except (InvalidSignature, ValueError, KeyError):
-        raise LockFormatError(
-            "certificate signature does not verify: its content was changed",
-            "certificates are tamper-evident; re-run lockgen verify",
-        ) from None
+        raise _changed() from None
+
+
+def _well_formed(signature: object, text: str) -> bool:
+    """Whether a canonical file's `signature` is one lockgen writes: Ed25519 with a key id and a value, and
+    `signed`, when present, naming the file's bytes, with the file's frame then exactly `signed_file`'s."""
+    if (
+        type(signature) is not dict
+        or signature.get("algorithm") != "ed25519"
+        or type(signature.get("value")) is not str
+        or type(signature.get("key_id")) is not str
+    ):
+        return False
+    return "signed" not in signature or (
+        signature["signed"] == SIGNED_FILE_BYTES and framed(text.encode("utf-8", "surrogatepass")) is not None
+    )
+
+
+def _signature_bytes(value: str) -> bytes:
+    """The bytes of a signature's value, which must be canonical base64 (ValueError otherwise): `b64decode` alone
+    skips characters outside the alphabet and unused bits, so a value with a byte changed could decode the same."""
+    decoded = base64.b64decode(value, validate=True)
+    if base64.b64encode(decoded).decode("ascii") != value:
+        raise ValueError("not canonical base64")
+    return decoded
+
+
+def _other_signer(signed_by: str, key: Ed25519PublicKey) -> LockFormatError:
+    return LockFormatError(
+        f"certificate was signed by key {shown(signed_by)}, not {key_id(key)}",
+        "pass the public key that matches the signing key",
+    )
+
+
+def _changed() -> LockFormatError:
+    return LockFormatError(
+        "certificate signature does not verify: its content was changed",
+        "certificates are tamper-evident; re-run lockgen verify",
+    )

@@ -1,6 +1,11 @@
 """A step below the certificate use cases (`cert verify`, `certs`, `attest`): reading a certificate file,
 or a certificate body that came inside an attestation, into its model, refusing anything lockgen would not
-have written (changed bytes, a bad signature, a body whose `passed` contradicts its checks)."""
+have written (changed bytes, a bad signature, a body whose `passed` contradicts its checks).
+
+A file signed over its own bytes (`signing.framed`), read with a key, is read one way wherever it is read
+(`cert verify`, `cert compare`, every fleet format, and a fleet's quick proof): its frame and signature first,
+then its body validated from its JSON text (`framed_certificate`); a file of the older form, or read without a
+key, is proven canonical by `signing.verify_file` and its document validated."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from lockgen.core import nesting
 from lockgen.core.certificate.numerics import NumericsReference
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody, Numerics
+from lockgen.model.certificate import Certificate, CertificateBody, Numerics, Signature
 from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.names import shown
 
@@ -28,10 +33,14 @@ if TYPE_CHECKING:
 
 def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, Certificate]:
     """(the file's JSON document, its model), its bytes checked and, with a key, its signature."""
+    data = _certificate_bytes(path)
+    found = signing.framed(data)
+    if found is not None and public_key is not None:
+        signing.check_framed(found, signing.public_key(public_key))
+        certificate = framed_certificate(found, f"`{path}`")
+        return {"certificate": json.loads(found.body), "signature": found.signature_json()}, certificate
     try:
-        text = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate").decode("utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise LockFormatError(
             f"`{path}` is not UTF-8 text (byte {exc.start}): it was damaged",
@@ -41,6 +50,25 @@ def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, C
     certificate = _validated(Certificate, document, f"`{path}`")
     _require_consistent(certificate.certificate, f"`{path}`")
     return document, certificate
+
+
+def _certificate_bytes(path: Path) -> bytes:
+    try:
+        return user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "certificate")
+    except OSError as exc:
+        raise UserError(f"cannot read certificate `{path}`: {exc}", "pass the path of a .cert.json") from None
+
+
+def framed_certificate(found: signing.FramedFile, where: str) -> Certificate:
+    """The certificate of a framed file whose signature was verified: its body validated from its JSON text as
+    the file holds it (pydantic's JSON mode, in Rust: no `json.loads`, and no rendering again, since the signer
+    rendered it), refused as `read_certificate` refuses a body (the field named, or `passed` contradicted)."""
+    try:
+        body = CertificateBody.model_validate_json(found.body)
+    except ValidationError as exc:
+        raise _not_a_certificate(exc, where, ("certificate",)) from None
+    _require_consistent(body, where)
+    return Certificate(certificate=body, signature=Signature.model_validate(found.signature_json()))
 
 
 def validated_body(body: Any, where: str) -> CertificateBody:
@@ -54,12 +82,18 @@ def _validated(model: Any, document: Any, where: str) -> Any:
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        at = ".".join(str(part) for part in first["loc"]) or "the top level"
-        raise LockFormatError(
-            f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}",
-            "certificates are written by `lockgen verify`; use the original file",
-        ) from None
+        raise _not_a_certificate(exc, where) from None
+
+
+def _not_a_certificate(error: ValidationError, where: str, within: tuple[str, ...] = ()) -> LockFormatError:
+    """The refusal of a document the models do not accept, naming the first field they refused (`within`: where
+    in the file the document validated lies)."""
+    first = error.errors()[0]
+    at = ".".join(str(part) for part in (*within, *first["loc"])) or "the top level"
+    return LockFormatError(
+        f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}",
+        "certificates are written by `lockgen verify`; use the original file",
+    )
 
 
 def _require_consistent(body: CertificateBody, where: str) -> None:
@@ -88,6 +122,10 @@ def signers(keys: Sequence[Path]) -> dict[str, Path]:
 def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
     """A certificate read as `read_certificate` does and, when `keys` were given (`signers`), signed by one of
     them with a signature that verifies: unsigned, signed by another key or changed, it is refused."""
+    if keys:
+        found = signing.framed(_certificate_bytes(path))
+        if found is not None:  # read by its frame and signature first, as a fleet's quick proof reads it
+            return read_certificate(path, _signer_of(path, found.key_id, keys))[1]
     document, certificate = read_certificate(path, None)
     if not keys:
         return certificate
@@ -97,13 +135,17 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
             "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
         )
+    return read_certificate(path, _signer_of(path, signed_by, keys))[1]
+
+
+def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
     key = keys.get(signed_by)
     if key is None:
         raise LockFormatError(
             f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is",
             "pass --key with the signer's public key (KEY.pub); repeat --key for two signers",
         )
-    return read_certificate(path, key)[1]
+    return key
 
 
 @dataclass(frozen=True)
@@ -126,9 +168,19 @@ DEEP_LINE = "\n" + " " * 2 * (
 
 
 def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
-    """The certificate whose file's bytes are `data`, when the quick proof (`signing.signed_and_canonical`, the
-    keys loaded once) accepts exactly these bytes, as `read_signed` would; None when it cannot prove them: then
-    `read_signed` says why, or accepts what this cannot."""
+    """The certificate whose file's bytes are `data`, when the quick proof (the keys loaded once) accepts exactly
+    these bytes, as `read_signed` would; None when it cannot prove them: then `read_signed` says why, or accepts
+    what this cannot. A framed file (signed over its own bytes) is proven as `read_signed` reads it: its frame,
+    its signature, `framed_certificate`; one of the older form by `signing.signed_and_canonical`."""
+    found = signing.framed(data) if keys.loaded else None
+    if found is not None:
+        key = keys.loaded.get(found.key_id)
+        if key is None or not signing.verifies(found, key):
+            return None
+        try:
+            return framed_certificate(found, "")
+        except LockFormatError:
+            return None
     try:
         text = data.decode("utf-8")
         document = json.loads(text) if DEEP_LINE not in text else None
