@@ -102,6 +102,22 @@ def test_any_body_is_signed_in_its_canonical_file_and_found_framed(keys: Path, b
     assert found.signature_json() == document["signature"]
 
 
+def test_a_body_holding_a_lone_surrogate_is_read_by_every_keyed_reader(keys: Path, tmp_path: Path) -> None:
+    """A path that is not UTF-8 (`--python /tmp/x\\xff/python3`) reaches the body as a lone surrogate, which
+    `render` writes as `\\udcff` and pydantic's JSON parser refuses: the signed file is still read by `cert verify`,
+    `cert compare`'s reader and the fleet's quick proof, as the older form's is (json's parser, then the models)."""
+    body = _body()
+    body["stack"]["executable"] = "/tmp/x\udcff/python3"
+    path = tmp_path / "surrogate.cert.json"
+    path.write_text(signed_file(body, keys / "k"))
+    assert "\\udcff" in path.read_text()
+    cert_verify, compare, fleet = _verdicts(path, keys, keyed=True)
+    assert isinstance(cert_verify, dict) and cert_verify == compare == fleet
+    assert cert_verify["certificate"]["stack"]["executable"] == "/tmp/x\udcff/python3"
+    done = run_cli("cert", "verify", str(path), "--key", str(keys / "k.pub"))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _edited(text: str, position: int, byte: int, how: str) -> bytes:
     data = text.encode()
     at = position % (len(data) + (how == "insert"))

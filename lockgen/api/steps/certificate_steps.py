@@ -66,9 +66,22 @@ def framed_certificate(found: signing.FramedFile, where: str) -> Certificate:
     try:
         body = CertificateBody.model_validate_json(found.body)
     except ValidationError as exc:
-        raise _not_a_certificate(exc, where, ("certificate",)) from None
+        if exc.errors()[0]["type"] != "json_invalid":
+            raise _not_a_certificate(exc, where, ("certificate",)) from None
+        body = _python_parsed_body(found.body, exc, where)
     _require_consistent(body, where)
     return Certificate(certificate=body, signature=Signature.model_validate(found.signature_json()))
+
+
+def _python_parsed_body(text: bytes, refusal: ValidationError, where: str) -> CertificateBody:
+    """A signed body pydantic's JSON parser refuses, read as the older form's is (json's parser, then the models):
+    json takes what `render` writes and pydantic's parser does not, a lone surrogate's escape (`\\udcff`, from a
+    path or variable that is not UTF-8); anything json refuses too keeps pydantic's refusal."""
+    try:
+        document = nesting.loads(text)
+    except ValueError:
+        raise _not_a_certificate(refusal, where, ("certificate",)) from None
+    return _validated(CertificateBody, document, where, ("certificate",))
 
 
 def validated_body(body: Any, where: str) -> CertificateBody:
@@ -78,11 +91,11 @@ def validated_body(body: Any, where: str) -> CertificateBody:
     return certificate
 
 
-def _validated(model: Any, document: Any, where: str) -> Any:
+def _validated(model: Any, document: Any, where: str, within: tuple[str, ...] = ()) -> Any:
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        raise _not_a_certificate(exc, where) from None
+        raise _not_a_certificate(exc, where, within) from None
 
 
 def _not_a_certificate(error: ValidationError, where: str, within: tuple[str, ...] = ()) -> LockFormatError:
