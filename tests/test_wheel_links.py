@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lockgen.adapters.pypi import wheel_links, wheel_store
+from lockgen.adapters.store import env_manifest
 from lockgen.adapters.store.env_manifest import MANIFEST
 from lockgen.api import resolve as api
 from lockgen.api.check import check_lock
@@ -131,6 +132,71 @@ def test_the_proofs_are_renewed_by_the_links_lockgen_makes(lock: Path, tmp_path:
         linked.st_nlink,
         linked.st_ctime_ns,
     ]
+
+
+def _worked_out(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The paths whose manifest entries each environment's record works out itself (`env_manifest.built`)."""
+    worked: list[list[str]] = []
+    real = env_manifest.built
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        made = real(*args, **kwargs)
+        worked.append([entry["path"] for entry in made.manifest["files"]])
+        return made
+
+    monkeypatch.setattr(env_manifest, "built", spy)
+    return worked
+
+
+def test_the_record_takes_the_entries_the_last_placed_environment_kept(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest entries of a placement's files are kept by the first environment lockgen places from it, and the
+    next one's record takes them whole, working out only the venv's own: the manifest is still uv's, byte for byte."""
+    materialize(lock, None, tmp_path / "first", lambda _: None)  # uv's install
+    materialize(lock, None, tmp_path / "second", lambda _: None)  # placed: every entry worked out, the placement's kept
+    assert len(list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))) == 1
+    worked = _worked_out(monkeypatch)
+    said: list[str] = []
+    prefix = tmp_path / "env"
+    _, digest = materialize(lock, None, prefix, said.append)
+    assert any(line.startswith(LINKED) for line in said), said
+    assert len(worked) == 1 and worked[0] and not [path for path in worked[0] if "site-packages/" in path], worked
+    assert "bin/tool" not in worked[0] and "bin/activate" in worked[0]
+    manifest = (prefix / MANIFEST).read_bytes()
+    os.rename(prefix, tmp_path / "placed")
+    monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")
+    _, uv_digest = materialize(lock, None, prefix, lambda _: None)  # the oracle, at the same prefix
+    assert (prefix / MANIFEST).read_bytes() == manifest and uv_digest == digest
+
+
+def test_entries_kept_under_other_proofs_or_changed_by_hand_are_not_taken(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kept entries bound to other rules, placement or proofs (their header), out of order, cut short, or naming a path
+    the placement does not place (the venv's own, whose bytes name the prefix) are worked out again: the manifest
+    is the same."""
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    _, digest = materialize(lock, None, tmp_path / "second", lambda _: None)
+    kept = next((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
+    head, paths, body = kept.read_bytes().split(b"\n", 2)
+    listed = json.loads(paths)
+    damages = [
+        json.dumps({**json.loads(head), "binding": "0" * 64}).encode() + b"\n" + paths + b"\n" + body,
+        head + b"\n" + json.dumps(listed[::-1]).encode() + b"\n" + body,
+        head + b"\n" + paths + b"\n" + body.rsplit(b"\n", 1)[0],
+        head + b"\n" + json.dumps(sorted([*listed[1:], "bin/activate"])).encode() + b"\n" + body,
+        b"not a header\n" + paths + b"\n" + body,
+    ]
+    worked = _worked_out(monkeypatch)
+    for n, damage in enumerate(damages):
+        kept.write_bytes(damage)
+        said: list[str] = []
+        prefix = tmp_path / "second"
+        os.rename(prefix, tmp_path / f"moved-{n}")  # the same prefix: the same manifest
+        _, again = materialize(lock, None, prefix, said.append)
+        assert any(line.startswith(LINKED) for line in said), (n, said)
+        assert again == digest and [path for path in worked[-1] if "site-packages/" in path], n
 
 
 def _names(record: Path, prefix: str) -> bool:

@@ -111,6 +111,7 @@ class Placement:
     site: str
     wheels: list[tuple[str, str, str, list[str]]]
     written: list[Written]
+    sha256: str = ""  # of the record's bytes, as read
 
 
 def kept(placement_key: str) -> Placement | None:
@@ -120,13 +121,15 @@ def kept(placement_key: str) -> Placement | None:
     wheel's RECORD states must be placed, with the sha256 the RECORD gives it (`Plan.found`), but the bytes of a
     launcher uv wrote are taken as kept."""
     try:
-        record = json.loads(_record_path(placement_key).read_bytes())
+        data = _record_path(placement_key).read_bytes()
+        record = json.loads(data)
         placement = Placement(
             record["venv"],
             record["folders"],
             record["site"],
             [(wheel, folder, digest, targets) for wheel, folder, digest, targets in record["wheels"]],
             [Written(path, mode, data.encode("latin-1")) for path, mode, data in record["written"]],
+            hashlib.sha256(data).hexdigest(),
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # none, not JSON, not of this shape
         return None

@@ -16,12 +16,13 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
 from lockgen.adapters import parallel
 from lockgen.adapters.proof import store_scrub
-from lockgen.adapters.pypi import wheel_links, wheel_store
+from lockgen.adapters.pypi import placed_entries, wheel_links, wheel_store
 from lockgen.adapters.store import env_manifest, installers
 from lockgen.core.env.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError, ToolFailedError
@@ -52,6 +53,10 @@ class Installed:
     placed: list[ExpectedPackage]
     proven: dict[str, str]
     tree: env_manifest.Tree
+    # of a placement lockgen made: its files' manifest entries kept by the last environment made from it (None: none
+    # kept), and what keeps them from this environment's (`env_manifest.built`'s `entries`) where none were
+    entries: env_manifest.Entries | None = None
+    keep_entries: Callable[[env_manifest.Entries], None] | None = None
 
 
 def _install(
@@ -160,8 +165,8 @@ def install_proven(
             if placing is not None:
                 placing.link(planned if holds else None)
             placed = placing.finish(prefix) if placing is not None and holds else None
-        if placed is not None and planned is not None:
-            return _linked(work, planned, placed, proven, progress)
+        if placed is not None and planned is not None and placement is not None:
+            return _linked(work, placement, planned, placed, proven, progress)
         if planned is not None:  # a placement that did not hold: uv installs, on the fingerprints of now
             work.check(verify)
             if placing is not None:  # and on the pass's own checks of the files it linked before it was dropped
@@ -216,14 +221,20 @@ class _Work:
 
 def _linked(
     work: _Work,
+    placement: str,
     planned: wheel_links.Plan,
     placed: wheel_links.Placed,
     proven: Callable[[Installed], object] | None,
     progress: Callable[[str], None],
 ) -> Installed:
-    """The wheels lockgen placed itself: the environment's tree is what the pass saw, and each proof is renewed with
-    the lstat of the links just made to its files (the link count and ctime they moved)."""
-    installed = Installed(work.expected, {path: digest for path, (_, digest) in work.stated.items()}, placed.tree)
+    """The wheels lockgen placed itself: the environment's tree is what the pass saw (its record takes the manifest
+    entries of the placement's files kept by the last environment made from it, else keeps them), and each proof is
+    renewed with the lstat of the links just made to its files (the link count and ctime they moved)."""
+    proven_sha256 = {path: digest for path, (_, digest) in work.stated.items()}
+    bound = placed_entries.binding(planned)
+    entries = placed_entries.kept(placement, planned, bound)
+    keep = None if entries is not None else partial(placed_entries.keep, placement, planned, bound)
+    installed = Installed(work.expected, proven_sha256, placed.tree, entries, keep)
     if proven is not None:
         proven(installed)
     for wheel, proof, start, end in planned.spans:
