@@ -134,6 +134,67 @@ def test_the_proofs_are_renewed_by_the_links_lockgen_makes(lock: Path, tmp_path:
     ]
 
 
+def _store_looks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """The store files each `os.lstat` of the run looks at."""
+    looked: list[str] = []
+    real, store = os.lstat, str(tmp_path / "home" / "uv-cache") + "/"
+
+    def spy(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).startswith(store):
+            looked.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", spy)
+    return looked
+
+
+@pytest.mark.parametrize("loop", [True, False])
+def test_in_a_loop_the_links_own_lstat_judges_each_store_file(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: bool
+) -> None:
+    """Once the environment a proof was renewed with is removed (a create -> remove -> create loop), each store file is
+    judged by its new link's lstat alone (one look at the first of each share); while that environment is there (its
+    files at their recorded link count, whose ctime only a look before the link sees), each one before its link too."""
+    import shutil
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    materialize(lock, None, tmp_path / "two", lambda _: None)  # placed: the proofs renewed at this link count
+    if loop:
+        shutil.rmtree(tmp_path / "two")
+    looked = _store_looks(monkeypatch, tmp_path)
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "three", said.append)
+    assert any(line.startswith(LINKED) for line in said), said
+    linked = sum(1 for path in (tmp_path / "three").rglob("*") if path.is_file() and path.stat().st_nlink > 1)
+    assert linked > 4
+    assert len(looked) <= 2 if loop else len(set(looked)) >= linked, (looked, linked)
+
+
+def test_in_a_loop_a_store_file_at_its_recorded_link_count_with_its_ctime_moved_is_refused(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The ctime rule holds in a loop's state too: a store file edited in place with its size and mtime put back and its
+    link count brought back to the recorded one is not taken by the pass (its link's lstat cannot show the ctime before
+    the link); uv's path hashes it and refuses it."""
+    import shutil
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    materialize(lock, None, tmp_path / "two", lambda _: None)  # placed: the proofs renewed at this link count
+    shutil.rmtree(tmp_path / "two")
+    stored = _stored(tmp_path)
+    before, data = stored.stat(), stored.read_bytes()
+    stored.chmod(0o644)
+    stored.write_bytes(data.replace(b"1", b"2"))
+    stored.chmod(stat.S_IMODE(before.st_mode))
+    os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.link(stored, tmp_path / "extra-link")  # its link count the one the proof recorded (`two`'s)
+    said: list[str] = []
+    with pytest.raises(LockFormatError) as refused:
+        materialize(lock, None, tmp_path / "three", said.append)
+    assert not any(line.startswith("linked") for line in said), said
+    assert "differ from their wheel's RECORD" in refused.value.message and "leaf.py" in refused.value.message
+
+
 def _worked_out(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The paths whose manifest entries each environment's record works out itself (`env_manifest.built`)."""
     worked: list[list[str]] = []
