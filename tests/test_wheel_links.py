@@ -23,6 +23,7 @@ from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
 from lockgen.errors import LockFormatError
 from lockgen.model.requests import Prefix
+from tests.test_cli_startup import _loaded
 from tests.test_pypi_offline import stack
 from tests.wheel_index import Wheel, served_index
 
@@ -132,6 +133,22 @@ def test_the_proofs_are_renewed_by_the_links_lockgen_makes(lock: Path, tmp_path:
         linked.st_nlink,
         linked.st_ctime_ns,
     ]
+
+
+def test_a_placed_materialize_starts_no_thread_pool(lock: Path, tmp_path: Path) -> None:
+    """A lock placed by lockgen hashes only the few small files uv wrote: no thread pool is built for it (importing
+    `concurrent.futures` and `logging` cost 3 ms of a placed loop's start)."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    code, loaded = _loaded(
+        ("concurrent.futures",),
+        "materialize",
+        str(lock),
+        "--prefix",
+        str(tmp_path / "two"),
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
+    assert (code, loaded) == (0, "loaded: []")
+    assert list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))  # kept by a placed environment alone
 
 
 def _store_looks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
