@@ -52,10 +52,6 @@ def _path(placement_key: str) -> Path:
     return child(lockgen_home() / "proven" / "placed", f"{placement_key}.entries", "a placement's manifest entries")
 
 
-def _placed(planned: Plan) -> set[str]:
-    return {*planned.targets, *(written.path for written in planned.placement.written)}
-
-
 def kept(placement_key: str, planned: Plan, bound: str) -> env_manifest.Entries | None:
     """The entries kept for the placement under `bound` (`binding`), when they are of this form, sorted, each path
     once and placed by the plan; else None."""
@@ -70,7 +66,8 @@ def kept(placement_key: str, planned: Plan, bound: str) -> env_manifest.Entries 
         return None
     if set(map(type, paths)) - {str} or not all(map(str.__lt__, paths, paths[1:])):
         return None  # a path not a text, or out of order (sorted, each once: `env_manifest.built` merges them so)
-    return env_manifest.Entries(paths, texts) if _placed(planned).issuperset(paths) else None
+    placed = planned.found  # every path the plan places: its links' and written files'
+    return env_manifest.Entries(paths, texts) if all(map(placed.__contains__, paths)) else None
 
 
 def keep(placement_key: str, planned: Plan, bound: str, entries: env_manifest.Entries) -> None:
@@ -79,7 +76,7 @@ def keep(placement_key: str, planned: Plan, bound: str, entries: env_manifest.En
     them out again)."""
     if not bound:
         return
-    placed = _placed(planned)
+    placed = planned.found  # every path the plan places: its links' and written files'
     mine = [at for at, path in enumerate(entries.paths) if path in placed]
     header = json.dumps({"layout": LAYOUT, "binding": bound}, separators=(",", ":"))
     paths = json.dumps([entries.paths[at] for at in mine], separators=(",", ":"))
