@@ -21,6 +21,7 @@ from lockgen.adapters.store.env_manifest import MANIFEST
 from lockgen.api import resolve as api
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
+from lockgen.api.steps import shared_steps
 from lockgen.errors import LockFormatError
 from lockgen.model.requests import Prefix
 from tests.test_cli_startup import _loaded
@@ -232,20 +233,60 @@ def test_the_record_takes_the_entries_the_last_placed_environment_kept(
     """The manifest entries of a placement's files are kept by the first environment lockgen places from it, and the
     next one's record takes them whole, working out only the venv's own: the manifest is still uv's, byte for byte."""
     materialize(lock, None, tmp_path / "first", lambda _: None)  # uv's install
-    materialize(lock, None, tmp_path / "second", lambda _: None)  # placed: every entry worked out, the placement's kept
+    kept_by: list[str] = []
+    materialize(lock, None, tmp_path / "second", kept_by.append)  # placed: every entry worked out, then kept
     assert len(list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))) == 1
     worked = _worked_out(monkeypatch)
+    records = _records_read(monkeypatch)
     said: list[str] = []
     prefix = tmp_path / "env"
     _, digest = materialize(lock, None, prefix, said.append)
     assert any(line.startswith(LINKED) for line in said), said
+    assert [line for line in said if line.startswith(LINKED)] == [line for line in kept_by if line.startswith(LINKED)]
     assert len(worked) == 1 and worked[0] and not [path for path in worked[0] if "site-packages/" in path], worked
     assert "bin/tool" not in worked[0] and "bin/activate" in worked[0]
+    assert records == []  # the RECORDs' agreement was kept with the entries
     manifest = (prefix / MANIFEST).read_bytes()
     os.rename(prefix, tmp_path / "placed")
     monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")
     _, uv_digest = materialize(lock, None, prefix, lambda _: None)  # the oracle, at the same prefix
     assert (prefix / MANIFEST).read_bytes() == manifest and uv_digest == digest
+
+
+def _records_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The wheels whose RECORD placements a build reads (`manifest_steps.placed_wheel`)."""
+    read: list[str] = []
+    real = shared_steps.placed_wheel
+
+    def spy(package, *args, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(package.name)
+        return real(package, *args, **kwargs)
+
+    monkeypatch.setattr(shared_steps, "placed_wheel", spy)
+    return read
+
+
+def test_entries_are_kept_only_once_their_environment_passed_its_checks(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entries vouch for the placement's agreement with the RECORDs and for its unstated check: an environment
+    refused after its placing keeps none (the next one reads the RECORDs and checks again, then keeps them)."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    real = shared_steps._nothing_unstated
+
+    def refused(*args):  # type: ignore[no-untyped-def]
+        raise LockFormatError("installing left 1 files no package states; first planted", "refuse it")
+
+    monkeypatch.setattr(shared_steps, "_nothing_unstated", refused)
+    with pytest.raises(LockFormatError):
+        materialize(lock, None, tmp_path / "two", lambda _: None)
+    assert not list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
+    monkeypatch.setattr(shared_steps, "_nothing_unstated", real)
+    records = _records_read(monkeypatch)
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "three", said.append)
+    assert any(line.startswith(LINKED) for line in said) and sorted(records) == ["alpha", "tool"], (said, records)
+    assert list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
 
 
 def test_entries_kept_under_other_proofs_or_changed_by_hand_are_not_taken(

@@ -11,9 +11,14 @@ one entry's text a line), bound (`binding`) to what they are made of: the rules 
 (`kept_runs.rules_stamp`), the placement's record (its paths, its written files' bytes and modes, each wheel's
 paths' digest) and, of each wheel's proof, its sha256 column and each file's size and mode, never its inodes or
 times (a proof renewed by every link keeps them). The venv's own files (whose bytes name the prefix) are worked out
-per environment, as before. Trusted as the placement beside them is (`$LOCKGEN_HOME` is written by lockgen alone);
-entries of another binding, of another form, out of order, or naming a path the placement does not place are not
-taken, and the record works every entry out again."""
+per environment, as before. The entries are written aside (`keep`, `<key>.pending`) and kept (`vouch`) only once the
+environment they were made from passed the checks after its placing: every file its wheels' RECORDs state placed
+with the RECORD's sha256 (`wheel_steps._Work.agrees`), nothing unstated (`shared_steps._nothing_unstated`); both are
+functions of what the binding binds (the RECORDs are the locked wheels', which the placement's key names), so an
+environment that takes the entries takes that verdict with them and reads no RECORD (`Vouched`). Trusted as the
+placement beside them is (`$LOCKGEN_HOME` is written by lockgen alone); entries of another binding, of another
+form, out of order, or naming a path the placement does not place are not taken, and the environment is checked and
+recorded in full again."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import hashlib
 import json
 from array import array
 from pathlib import Path
+from typing import NamedTuple
 
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
@@ -48,11 +54,20 @@ def binding(planned: Plan) -> str:
     return bound.hexdigest()
 
 
-def _path(placement_key: str) -> Path:
-    return child(lockgen_home() / "proven" / "placed", f"{placement_key}.entries", "a placement's manifest entries")
+def _path(placement_key: str, suffix: str = "entries") -> Path:
+    return child(lockgen_home() / "proven" / "placed", f"{placement_key}.{suffix}", "a placement's manifest entries")
 
 
-def kept(placement_key: str, planned: Plan, bound: str) -> env_manifest.Entries | None:
+class Vouched(NamedTuple):
+    """A placement's kept entries, and of the files its wheels' RECORDs state, how many it places and how many of
+    those are files uv wrote (hashed from their kept bytes: the rest are links to proven store files)."""
+
+    entries: env_manifest.Entries
+    stated: int
+    hashed: int
+
+
+def kept(placement_key: str, planned: Plan, bound: str) -> Vouched | None:
     """The entries kept for the placement under `bound` (`binding`), when they are of this form, sorted, each path
     once and placed by the plan; else None."""
     if not bound:
@@ -60,27 +75,41 @@ def kept(placement_key: str, planned: Plan, bound: str) -> env_manifest.Entries 
     try:
         head, paths_json, body = _path(placement_key).read_bytes().split(b"\n", 2)
         header, paths, texts = json.loads(head), json.loads(paths_json), body.decode().split("\n")
-    except (OSError, ValueError):  # none, cut short, not JSON or not UTF-8
+        stated, hashed = header.pop("stated"), header.pop("hashed")
+    except (OSError, ValueError, AttributeError, KeyError):  # none, cut short, not JSON, not UTF-8 or not its header
         return None
     if header != {"layout": LAYOUT, "binding": bound} or not isinstance(paths, list) or len(paths) != len(texts):
+        return None
+    if type(stated) is not int or type(hashed) is not int:
         return None
     if set(map(type, paths)) - {str} or not all(map(str.__lt__, paths, paths[1:])):
         return None  # a path not a text, or out of order (sorted, each once: `env_manifest.built` merges them so)
     placed = planned.found  # every path the plan places: its links' and written files'
-    return env_manifest.Entries(paths, texts) if all(map(placed.__contains__, paths)) else None
+    return Vouched(env_manifest.Entries(paths, texts), stated, hashed) if all(map(placed.__contains__, paths)) else None
 
 
-def keep(placement_key: str, planned: Plan, bound: str, entries: env_manifest.Entries) -> None:
-    """Keeps, under `bound`, the entries of an environment's manifest (`entries`: all of them, as `env_manifest.built`
-    made them) that are of files the plan placed; nothing where they cannot be written (the next environment works
-    them out again)."""
+def keep(
+    placement_key: str, planned: Plan, bound: str, stated: int, hashed: int, entries: env_manifest.Entries
+) -> None:
+    """Writes aside, under `bound`, the entries of an environment's manifest (`entries`: all of them, as
+    `env_manifest.built` made them) that are of files the plan placed (`stated`, `hashed`: as `Vouched` counts them);
+    `vouch` keeps them once that environment passed its checks. Nothing where they cannot be written (the next
+    environment works them out again)."""
     if not bound:
         return
     placed = planned.found  # every path the plan places: its links' and written files'
     mine = [at for at, path in enumerate(entries.paths) if path in placed]
-    header = json.dumps({"layout": LAYOUT, "binding": bound}, separators=(",", ":"))
+    header = json.dumps({"layout": LAYOUT, "binding": bound, "stated": stated, "hashed": hashed}, separators=(",", ":"))
     paths = json.dumps([entries.paths[at] for at in mine], separators=(",", ":"))
     with contextlib.suppress(OSError):
         write_bytes_atomic(
-            _path(placement_key), "\n".join([header, paths, *(entries.texts[at] for at in mine)]).encode()
+            _path(placement_key, "pending"), "\n".join([header, paths, *(entries.texts[at] for at in mine)]).encode()
         )
+
+
+def vouch(placement_key: str) -> None:
+    """Keeps the entries `keep` wrote aside: the environment they were made from passed the checks that follow its
+    placing (every file its wheels' RECORDs state placed with their sha256, nothing unstated), so the next one made
+    from the same placement under the same binding takes their verdict with them (`kept`)."""
+    with contextlib.suppress(OSError):
+        _path(placement_key, "pending").replace(_path(placement_key))

@@ -228,14 +228,20 @@ def build_environment(
                 venv,
                 record_ahead,
                 python_xy,
+                whole=ahead,
             )
             expected.extend(wheels.placed)
             known.update(wheels.proven)
             walked = wheels.tree
             if recording:  # the child's answer is the environment's digest; None where it failed: written here
-                _nothing_unstated(temp, final, expected, walked[0])
+                vouched = wheels.vouched  # a placement's files whose unstated check was kept with their entries
+                rest = {path: walked[0][path] for path in walked[0].keys() - vouched} if vouched else walked[0]
+                _nothing_unstated(temp, final, expected, rest)
                 done = recording[0].result()
-                return done or _recorded(temp, known, walked, None, extra, wheels.entries, wheels.keep_entries)
+                digest = done or _recorded(temp, known, walked, None, extra, wheels.entries, wheels.keep_entries)
+                if wheels.vouch is not None:  # this environment passed: its placement's entries are kept
+                    wheels.vouch()
+                return digest
     if local and stack_folder is not None:  # after the wheels: the local packages' dependencies are among them
         if venv is not None and not pip:
             venv(lambda: None)
