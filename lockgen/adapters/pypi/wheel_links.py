@@ -17,11 +17,11 @@ folder as soon as the folder is made, each store file judged by its proof (`whee
 makes before uv links: its lstat right before its link; in a create -> remove -> create loop, the link's own lstat,
 `_linked`) and the new link's lstat after, which must show the proof's device, inode, size, mtime and mode (a store
 file replaced since the check is never taken) and is at once the environment's stat entry and the proof's
-fingerprint to renew; once the venv is made (its `pyvenv.cfg` the
-one the placement was kept in), the top folders are renamed into it, the rest linked, and the written files written
-from their kept bytes and modes. The caller holds every file a wheel's RECORD states to the sha256 the plan places
-(`Plan.found`). Any doubt (no placement that holds, a fingerprint moved, a path already there or under a link of the
-venv, a link across filesystems, an error) leaves nothing of the pass in the venv, and uv installs as before.
+fingerprint to renew; once the venv is made (its `pyvenv.cfg` the one the placement was kept in), the top folders are
+renamed into it, the rest linked, and the written files written from their kept bytes and modes. The caller holds
+every file a wheel's RECORD states to the sha256 the plan places (`Plan.found`). Any doubt (no placement that holds,
+a fingerprint moved, a path already there or under a link of the venv, a link across filesystems, an error) leaves
+nothing of the pass in the venv, and uv installs as before.
 `LOCKGEN_INSTALLER=uv` always leaves it to uv: the tests' oracle (tests/test_wheel_links.py compares both trees,
 byte for byte)."""
 
@@ -123,15 +123,15 @@ def kept(placement_key: str) -> Placement | None:
     wheel's RECORD states must be placed, with the sha256 the RECORD gives it (`Plan.found`), but the bytes of a
     launcher uv wrote are taken as kept."""
     try:
-        data = _record_path(placement_key).read_bytes()
-        record = json.loads(data)
+        raw = _record_path(placement_key).read_bytes()
+        record = json.loads(raw)
         placement = Placement(
             record["venv"],
             record["folders"],
             record["site"],
             [(wheel, folder, digest, targets) for wheel, folder, digest, targets in record["wheels"]],
             [Written(path, mode, data.encode("latin-1")) for path, mode, data in record["written"]],
-            hashlib.sha256(data).hexdigest(),
+            hashlib.sha256(raw).hexdigest(),
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # none, not JSON, not of this shape
         return None

@@ -274,7 +274,8 @@ def _recorded(
     """Writes the environment's record into `temp` (its manifest with `extra`, of the union with `held`'s files on
     a base, and its stats) from the proven sha256 `known` and the walk `scanned` (None: walked here); returns the
     environment's digest. `taken`: the entries of a placement's files, kept (not worked out again); `keep`: given
-    every entry made, keeps the placement's for the next environment (where none were taken)."""
+    every entry made, writes the placement's aside for the next environment (where none were taken: kept once this
+    one passed its checks, `Installed.vouch`)."""
     made = env_manifest.built(temp, known, scanned, taken=taken)  # the manifest and its encoding in one pass
     if keep is not None:
         keep(made.entries)

@@ -9,7 +9,9 @@ A file is read only when it is not a link to a store file proven before with its
 and matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
 dropped. After uv, the tree is walked once: that walk's lstat of each file is what its proof compares, and the
 caller's checks and manifest take the same walk (nothing changes the tree in between); after lockgen's own
-placing, the tree is what the pass saw (the venv's walk, each new link's lstat, each written file's)."""
+placing, the tree is what the pass saw (the venv's walk, each new link's lstat, each written file's), and where an
+earlier environment placed from the same placement passed, its kept manifest entries vouch for the RECORDs'
+agreement and the unstated check of the placement's files (`placed_entries`): none is read again."""
 
 from __future__ import annotations
 
