@@ -163,13 +163,17 @@ def install_proven(
         with wheel_links.placing(kept, prefix) as placing:  # its folders made from now on, beside the venv
             planned = work.planned(kept) if kept is not None else None
             bound = placed_entries.binding(planned) if planned is not None and placement is not None else ""
-            vouched = placed_entries.kept(placement, planned, bound) if whole and placement and planned else None
+            kept_entries: list[placed_entries.Vouched] = []
 
-            def meanwhile() -> None:  # while uv makes the venv: what the wheels place, or the store's fingerprints
+            def meanwhile() -> None:  # while uv makes the venv: kept entries or what the wheels place; or fingerprints
                 if planned is None:
                     work.check(verify)
-                elif vouched is None:
+                    return
+                vouched = placed_entries.kept(placement, planned, bound) if whole and placement else None
+                if vouched is None:
                     work.placing()
+                else:
+                    kept_entries.append(vouched)
 
             if make_venv is not None:
                 make_venv(meanwhile)
@@ -180,12 +184,13 @@ def install_proven(
             holds = (
                 planned is not None
                 and wheel_links.made_in(planned.placement, prefix)
-                and (vouched is not None or work.agrees(planned))
+                and (bool(kept_entries) or work.agrees(planned))
             )
             if placing is not None:
                 placing.link(planned if holds else None)
             placed = placing.finish(prefix) if placing is not None and holds else None
         if placed is not None and planned is not None and placement is not None:
+            vouched = kept_entries[0] if kept_entries else None
             return _linked(work, _Kept(placement, bound, vouched), planned, placed, proven, progress)
         if planned is not None:  # a placement that did not hold: uv installs, on the fingerprints of now
             work.check(verify)
