@@ -246,6 +246,7 @@ def test_the_record_takes_the_entries_the_last_placed_environment_kept(
     assert len(worked) == 1 and worked[0] and not [path for path in worked[0] if "site-packages/" in path], worked
     assert "bin/tool" not in worked[0] and "bin/activate" in worked[0]
     assert records == []  # the RECORDs' agreement was kept with the entries
+    assert check_lock(lock, Prefix(prefix)).clean  # every file against its RECORD, read by the check
     manifest = (prefix / MANIFEST).read_bytes()
     os.rename(prefix, tmp_path / "placed")
     monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")
