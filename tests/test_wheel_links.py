@@ -16,12 +16,15 @@ from pathlib import Path
 import pytest
 
 from lockgen.adapters.pypi import wheel_links, wheel_store
+from lockgen.adapters.store import env_manifest
 from lockgen.adapters.store.env_manifest import MANIFEST
 from lockgen.api import resolve as api
 from lockgen.api.check import check_lock
 from lockgen.api.materialize import materialize
+from lockgen.api.steps import shared_steps
 from lockgen.errors import LockFormatError
 from lockgen.model.requests import Prefix
+from tests.test_cli_startup import _loaded
 from tests.test_pypi_offline import stack
 from tests.wheel_index import Wheel, served_index
 
@@ -131,6 +134,189 @@ def test_the_proofs_are_renewed_by_the_links_lockgen_makes(lock: Path, tmp_path:
         linked.st_nlink,
         linked.st_ctime_ns,
     ]
+
+
+def test_a_placed_materialize_starts_no_thread_pool(lock: Path, tmp_path: Path) -> None:
+    """A lock placed by lockgen hashes only the few small files uv wrote: no thread pool is built for it (importing
+    `concurrent.futures` and `logging` cost 3 ms of a placed loop's start)."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    code, loaded = _loaded(
+        ("concurrent.futures",),
+        "materialize",
+        str(lock),
+        "--prefix",
+        str(tmp_path / "two"),
+        env={"LOCKGEN_HOME": str(tmp_path / "home")},
+    )
+    assert (code, loaded) == (0, "loaded: []")
+    assert list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))  # kept by a placed environment alone
+
+
+def _store_looks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """The store files each `os.lstat` of the run looks at."""
+    looked: list[str] = []
+    real, store = os.lstat, str(tmp_path / "home" / "uv-cache") + "/"
+
+    def spy(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(path).startswith(store):
+            looked.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", spy)
+    return looked
+
+
+@pytest.mark.parametrize("loop", [True, False])
+def test_in_a_loop_the_links_own_lstat_judges_each_store_file(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loop: bool
+) -> None:
+    """Once the environment a proof was renewed with is removed (a create -> remove -> create loop), each store file is
+    judged by its new link's lstat alone (one look at the first of each share); while that environment is there (its
+    files at their recorded link count, whose ctime only a look before the link sees), each one before its link too."""
+    import shutil
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    materialize(lock, None, tmp_path / "two", lambda _: None)  # placed: the proofs renewed at this link count
+    if loop:
+        shutil.rmtree(tmp_path / "two")
+    looked = _store_looks(monkeypatch, tmp_path)
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "three", said.append)
+    assert any(line.startswith(LINKED) for line in said), said
+    linked = sum(1 for path in (tmp_path / "three").rglob("*") if path.is_file() and path.stat().st_nlink > 1)
+    assert linked > 4
+    assert len(looked) <= 2 if loop else len(set(looked)) >= linked, (looked, linked)
+
+
+def test_in_a_loop_a_store_file_at_its_recorded_link_count_with_its_ctime_moved_is_refused(
+    lock: Path, tmp_path: Path
+) -> None:
+    """The ctime rule holds in a loop's state too: a store file edited in place with its size and mtime put back and its
+    link count brought back to the recorded one is not taken by the pass (its link's lstat cannot show the ctime before
+    the link); uv's path hashes it and refuses it."""
+    import shutil
+
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    materialize(lock, None, tmp_path / "two", lambda _: None)  # placed: the proofs renewed at this link count
+    shutil.rmtree(tmp_path / "two")
+    stored = _stored(tmp_path)
+    before, data = stored.stat(), stored.read_bytes()
+    stored.chmod(0o644)
+    stored.write_bytes(data.replace(b"1", b"2"))
+    stored.chmod(stat.S_IMODE(before.st_mode))
+    os.utime(stored, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.link(stored, tmp_path / "extra-link")  # its link count the one the proof recorded (`two`'s)
+    said: list[str] = []
+    with pytest.raises(LockFormatError) as refused:
+        materialize(lock, None, tmp_path / "three", said.append)
+    assert not any(line.startswith("linked") for line in said), said
+    assert "differ from their wheel's RECORD" in refused.value.message and "leaf.py" in refused.value.message
+
+
+def _worked_out(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The paths whose manifest entries each environment's record works out itself (`env_manifest.built`)."""
+    worked: list[list[str]] = []
+    real = env_manifest.built
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        made = real(*args, **kwargs)
+        worked.append([entry["path"] for entry in made.manifest["files"]])
+        return made
+
+    monkeypatch.setattr(env_manifest, "built", spy)
+    return worked
+
+
+def test_the_record_takes_the_entries_the_last_placed_environment_kept(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest entries of a placement's files are kept by the first environment lockgen places from it, and the
+    next one's record takes them whole, working out only the venv's own: the manifest is still uv's, byte for byte."""
+    materialize(lock, None, tmp_path / "first", lambda _: None)  # uv's install
+    kept_by: list[str] = []
+    materialize(lock, None, tmp_path / "second", kept_by.append)  # placed: every entry worked out, then kept
+    assert len(list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))) == 1
+    worked = _worked_out(monkeypatch)
+    records = _records_read(monkeypatch)
+    said: list[str] = []
+    prefix = tmp_path / "env"
+    _, digest = materialize(lock, None, prefix, said.append)
+    assert any(line.startswith(LINKED) for line in said), said
+    assert [line for line in said if line.startswith(LINKED)] == [line for line in kept_by if line.startswith(LINKED)]
+    assert len(worked) == 1 and worked[0] and not [path for path in worked[0] if "site-packages/" in path], worked
+    assert "bin/tool" not in worked[0] and "bin/activate" in worked[0]
+    assert records == []  # the RECORDs' agreement was kept with the entries
+    assert check_lock(lock, Prefix(prefix)).clean  # every file against its RECORD, read by the check
+    manifest = (prefix / MANIFEST).read_bytes()
+    os.rename(prefix, tmp_path / "placed")
+    monkeypatch.setenv("LOCKGEN_INSTALLER", "uv")
+    _, uv_digest = materialize(lock, None, prefix, lambda _: None)  # the oracle, at the same prefix
+    assert (prefix / MANIFEST).read_bytes() == manifest and uv_digest == digest
+
+
+def _records_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The wheels whose RECORD placements a build reads (`manifest_steps.placed_wheel`)."""
+    read: list[str] = []
+    real = shared_steps.placed_wheel
+
+    def spy(package, *args, **kwargs):  # type: ignore[no-untyped-def]
+        read.append(package.name)
+        return real(package, *args, **kwargs)
+
+    monkeypatch.setattr(shared_steps, "placed_wheel", spy)
+    return read
+
+
+def test_entries_are_kept_only_once_their_environment_passed_its_checks(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entries vouch for the placement's agreement with the RECORDs and for its unstated check: an environment
+    refused after its placing keeps none (the next one reads the RECORDs and checks again, then keeps them)."""
+    materialize(lock, None, tmp_path / "one", lambda _: None)
+    real = shared_steps._nothing_unstated
+
+    def refused(*args):  # type: ignore[no-untyped-def]
+        raise LockFormatError("installing left 1 files no package states; first planted", "refuse it")
+
+    monkeypatch.setattr(shared_steps, "_nothing_unstated", refused)
+    with pytest.raises(LockFormatError):
+        materialize(lock, None, tmp_path / "two", lambda _: None)
+    assert not list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
+    monkeypatch.setattr(shared_steps, "_nothing_unstated", real)
+    records = _records_read(monkeypatch)
+    said: list[str] = []
+    materialize(lock, None, tmp_path / "three", said.append)
+    assert any(line.startswith(LINKED) for line in said) and sorted(records) == ["alpha", "tool"], (said, records)
+    assert list((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
+
+
+def test_entries_kept_under_other_proofs_or_changed_by_hand_are_not_taken(
+    lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kept entries bound to other rules, placement or proofs (their header), out of order, cut short, or naming a path
+    the placement does not place (the venv's own, whose bytes name the prefix) are worked out again: the manifest
+    is the same."""
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    _, digest = materialize(lock, None, tmp_path / "second", lambda _: None)
+    kept = next((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
+    head, paths, body = kept.read_bytes().split(b"\n", 2)
+    listed = json.loads(paths)
+    damages = [
+        json.dumps({**json.loads(head), "binding": "0" * 64}).encode() + b"\n" + paths + b"\n" + body,
+        head + b"\n" + json.dumps(listed[::-1]).encode() + b"\n" + body,
+        head + b"\n" + paths + b"\n" + body.rsplit(b"\n", 1)[0],
+        head + b"\n" + json.dumps(sorted([*listed[1:], "bin/activate"])).encode() + b"\n" + body,
+        b"not a header\n" + paths + b"\n" + body,
+    ]
+    worked = _worked_out(monkeypatch)
+    for n, damage in enumerate(damages):
+        kept.write_bytes(damage)
+        said: list[str] = []
+        prefix = tmp_path / "second"
+        os.rename(prefix, tmp_path / f"moved-{n}")  # the same prefix: the same manifest
+        _, again = materialize(lock, None, prefix, said.append)
+        assert any(line.startswith(LINKED) for line in said), (n, said)
+        assert again == digest and [path for path in worked[-1] if "site-packages/" in path], n
 
 
 def _names(record: Path, prefix: str) -> bool:

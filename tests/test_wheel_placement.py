@@ -161,3 +161,27 @@ def test_a_kept_manifest_is_read_back_without_a_validator_and_a_damaged_one_read
     damage(document)
     path.write_text(json.dumps(document))
     assert manifest_store.cached(SHA) is None and not path.exists()
+
+
+_CELL = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from(["", "a", SHA]), st.just([]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.lists(_CELL, min_size=3, max_size=5), _CELL), max_size=4))
+def test_a_kept_placements_rows_are_judged_as_one_by_one(rows: list) -> None:
+    """The rows of a kept placement, judged a column at a time, pass exactly when each row is `[path, sha256 or None,
+    size or None, executable or None]` (a size no bool), as the row-by-row rule it replaced judged them."""
+    _, record = placed_record(_manifest(["demo/__init__.py"]), "3.11")
+
+    def row_by_row(row: object) -> bool:
+        return (
+            type(row) is list
+            and len(row) == 4
+            and type(row[0]) is str
+            and (row[1] is None or type(row[1]) is str)
+            and (row[2] is None or type(row[2]) is int)
+            and (row[3] is None or type(row[3]) is bool)
+        )
+
+    accepted = placed_of_record({**record, "files": rows}, SHA, "3.11") is not None
+    assert accepted == all(map(row_by_row, rows))

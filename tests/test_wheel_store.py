@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lockgen.adapters import parallel
 from lockgen.api import resolve as api
@@ -474,3 +476,18 @@ def test_a_refusal_while_the_child_writes_the_record_leaves_no_child_and_nothing
     )
     assert said.returncode == 0, said.stderr
     assert said.stdout.splitlines() == ["planted refusal", "no child left", "[]"]
+
+
+_PARTS = st.sampled_from(["", ".", "..", "...", "a", ".a", "a.", "..a", "\n", "\0", "é"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_PARTS, max_size=4).map("/".join).map(lambda path: path.replace("//", "/")), max_size=4))
+def test_climbing_finds_every_empty_dot_or_dot_dot_part(paths: list[str]) -> None:
+    """`climbing`'s substring searches judge as a split of every path into parts does (a newline inside a path ends
+    a part too; a NUL anywhere is no plain path)."""
+    from lockgen.adapters.pypi.wheel_store import climbing
+
+    joined = "\n".join(paths)
+    parts = [part for line in joined.split("\n") for part in line.split("/")]
+    assert climbing(paths) == ("\0" in joined or any(part in ("", ".", "..") for part in parts))

@@ -39,10 +39,13 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
     small = [path for path, size in files if size < BIG]
     total = sum(size for _, size in files) or 1
     digests: dict[str, str] = {}
-    from concurrent.futures import ThreadPoolExecutor  # futures and logging: not for a walk that only forks
+    with contextlib.ExitStack() as stack:
+        pending: Iterator[str] = iter(())
+        if big:  # futures and logging (3 ms): not for a walk that only forks, nor for small files alone
+            from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=max(1, min(32, cores()))) as pool:
-        pending = pool.map(lambda item: file_digest(item[0], follow=False), big)
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, min(32, cores()))))
+            pending = pool.map(lambda item: file_digest(item[0], follow=False), big)
         for path in small:
             digests[path] = file_digest(path, follow=False)
         done = sum(size for _, size in files if size < BIG)

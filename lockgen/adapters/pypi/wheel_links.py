@@ -13,14 +13,15 @@ folders with the umask's modes: what is kept is then all it did.
 
 A later install of the same wheels into a fresh venv places the same tree (`placing`, `Placing.finish`): while
 uv makes the venv, one thread makes the placement's folders beside it and another links each proven file into its
-folder as soon as the folder is made, each store file's lstat checked against its proof right before its link
-(`wheel_store.stands`, the check uv's path makes before uv links) and the new link's lstat after, which must show
-the proof's device, inode, size, mtime and mode (a store file replaced since the check is never taken) and is at
-once the environment's stat entry and the proof's fingerprint to renew; once the venv is made (its `pyvenv.cfg` the
-one the placement was kept in), the top folders are renamed into it, the rest linked, and the written files written
-from their kept bytes and modes. The caller holds every file a wheel's RECORD states to the sha256 the plan places
-(`Plan.found`). Any doubt (no placement that holds, a fingerprint moved, a path already there or under a link of the
-venv, a link across filesystems, an error) leaves nothing of the pass in the venv, and uv installs as before.
+folder as soon as the folder is made, each store file judged by its proof (`wheel_store.stands`, the check uv's path
+makes before uv links: its lstat right before its link; in a create -> remove -> create loop, the link's own lstat,
+`_linked`) and the new link's lstat after, which must show the proof's device, inode, size, mtime and mode (a store
+file replaced since the check is never taken) and is at once the environment's stat entry and the proof's
+fingerprint to renew; once the venv is made (its `pyvenv.cfg` the one the placement was kept in), the top folders are
+renamed into it, the rest linked, and the written files written from their kept bytes and modes. The caller holds
+every file a wheel's RECORD states to the sha256 the plan places (`Plan.found`). Any doubt (no placement that holds,
+a fingerprint moved, a path already there or under a link of the venv, a link across filesystems, an error) leaves
+nothing of the pass in the venv, and uv installs as before.
 `LOCKGEN_INSTALLER=uv` always leaves it to uv: the tests' oracle (tests/test_wheel_links.py compares both trees,
 byte for byte)."""
 
@@ -36,7 +37,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, eq
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -52,6 +53,7 @@ INSTALLER = "LOCKGEN_INSTALLER"  # `uv`: every wheel installed by uv, none place
 WRITTEN_LIMIT = 16 << 20  # the bytes uv wrote that a placement keeps (RECORDs, launchers: kilobytes a wheel)
 VENV_CONFIG = "pyvenv.cfg"
 _CHECKED = attrgetter("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_mode")  # what a new link must show
+_LINKS = attrgetter("st_nlink")
 _IDENTITY = attrgetter("st_mode", "st_ino", "st_size", "st_mtime_ns")  # a venv file uv's install must leave alone
 
 
@@ -111,6 +113,7 @@ class Placement:
     site: str
     wheels: list[tuple[str, str, str, list[str]]]
     written: list[Written]
+    sha256: str = ""  # of the record's bytes, as read
 
 
 def kept(placement_key: str) -> Placement | None:
@@ -120,13 +123,15 @@ def kept(placement_key: str) -> Placement | None:
     wheel's RECORD states must be placed, with the sha256 the RECORD gives it (`Plan.found`), but the bytes of a
     launcher uv wrote are taken as kept."""
     try:
-        record = json.loads(_record_path(placement_key).read_bytes())
+        raw = _record_path(placement_key).read_bytes()
+        record = json.loads(raw)
         placement = Placement(
             record["venv"],
             record["folders"],
             record["site"],
             [(wheel, folder, digest, targets) for wheel, folder, digest, targets in record["wheels"]],
             [Written(path, mode, data.encode("latin-1")) for path, mode, data in record["written"]],
+            hashlib.sha256(raw).hexdigest(),
         )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # none, not JSON, not of this shape
         return None
@@ -423,13 +428,26 @@ class Placing:
 
 def _linked(sources: Sequence[str], paths: Sequence[str], kept: Sequence[tuple[int, ...]]) -> list[os.stat_result]:
     """Each store file, found standing by its proof's fingerprint (`kept`), linked at its path; the lstat of each new
-    link, which must show the proven file (its device, inode, size, mtime and mode)."""
-    infos, link, lstat, stands = [], os.link, os.lstat, wheel_store.stands
-    for source, path, fingerprint in zip(sources, paths, kept):
-        if not stands(lstat(source), *fingerprint):
-            raise _Doubt(source)
-        link(source, path, follow_symlinks=False)
-        infos.append(lstat(path))
+    link, which must show the proven file (its device, inode, size, mtime and mode). Where the first file's link count
+    is not the one its proof recorded (the environment it was recorded with removed since, as in a create -> remove ->
+    create loop), the new link's lstat alone judges each file, as `wheel_store.stands` would have before the link: its
+    five fields the proof's, and its link count not one above the recorded (a file at its recorded count must show its
+    recorded ctime, which only a look before a link sees: the pass is dropped then); else each file is looked at before
+    its link too."""
+    infos, link, lstat = [], os.link, os.lstat
+    if sources and lstat(sources[0]).st_nlink != kept[0][5]:  # one lstat a file: the link's
+        for source, path in zip(sources, paths):
+            link(source, path, follow_symlinks=False)
+            infos.append(lstat(path))
+        if any(map(eq, map(_LINKS, infos), [fingerprint[5] + 1 for fingerprint in kept])):
+            raise _Doubt("a store file at its recorded link count, its ctime before the link unseen")
+    else:
+        stands = wheel_store.stands
+        for source, path, fingerprint in zip(sources, paths, kept):
+            if not stands(lstat(source), *fingerprint):
+                raise _Doubt(source)
+            link(source, path, follow_symlinks=False)
+            infos.append(lstat(path))
     if list(map(_CHECKED, infos)) != [fingerprint[:5] for fingerprint in kept]:
         raise _Doubt("a link that is not its proven file")
     return infos

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -176,14 +175,14 @@ class Proof(NamedTuple):
     sha256: str
 
 
-_CLIMBING = re.compile(r"(?:^|/)\.{0,2}(?:/|$)", re.MULTILINE)  # an empty, `.` or `..` part: a path out of its folder
-
-
 def climbing(paths: Sequence[str]) -> bool:
-    """Whether any of these relative paths leaves its folder or is no plain path (one search over them all: a torch's
-    15,000 paths one by one cost 0.05 s; a newline inside a path only splits it into parts each searched too)."""
+    """Whether any of these relative paths leaves its folder or is no plain path: an empty, `.` or `..` part, or a NUL
+    (a newline inside a path only splits it into parts each judged too). Three substring searches over them all,
+    each path framed by slashes and each line break made a part's end (a torch's 15,000 paths: 2 ms; one search of a
+    pattern 25 ms, one by one 0.05 s)."""
     joined = "\n".join(paths)
-    return "\0" in joined or _CLIMBING.search(joined) is not None
+    framed = "/" + joined.replace("\n", "/\n/") + "/"
+    return "\0" in joined or "//" in framed or "/./" in framed or "/../" in framed
 
 
 def proof_of(wheel_sha256: str) -> Proof | None:

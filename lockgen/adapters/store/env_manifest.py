@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import stat
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from json.encoder import encode_basestring_ascii
@@ -119,13 +120,22 @@ def build(
     return made.manifest, stats_of(made.stats_json)
 
 
+class Entries(NamedTuple):
+    """Manifest entries of (part of) a tree: its covered paths, sorted, and each one's canonical JSON (`_entry_json`'s
+    text, in the same order)."""
+
+    paths: list[str]
+    texts: list[str]
+
+
 class Built(NamedTuple):
     """A prefix's manifest, the canonical JSON of its files (`entries_json`) and its stats' bytes (`stats_bytes`),
-    made in one pass over the files: `write` then encodes no file again."""
+    made in one pass over the files: `write` then encodes no file again; and every entry's text (`entries`)."""
 
     manifest: EnvironmentManifest
     files_json: bytes
     stats_json: bytes
+    entries: Entries
 
 
 _FINGERPRINT_FIELDS = attrgetter("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_mode", "st_nlink")
@@ -136,6 +146,7 @@ def built(
     known: Mapping[str, str] | None = None,
     scanned_tree: tuple[dict[str, os.stat_result], dict[str, os.stat_result]] | None = None,
     hashed: Mapping[str, list] | None = None,
+    taken: Entries | None = None,
 ) -> Built:
     """The manifest of a prefix, its files' canonical JSON and its stats (each file's `fingerprint`, the folders:
     they differ between machines, so are kept apart), in one pass over the files.
@@ -143,15 +154,19 @@ def built(
     so they are not read again; `scanned_tree`: what `scan_tree` found, when the caller walked the prefix
     (unchanged since) for its own checks; `hashed`: path -> [device, inode, size, mtime_ns, ctime_ns, sha256, link
     count] of files a check just read (conformance), whose sha256 stands where the file's lstat is still that one
-    (the same inode, untouched since: a hard link of it made or removed since counts, `stat_rules.ctime_stands`)."""
+    (the same inode, untouched since: a hard link of it made or removed since counts, `stat_rules.ctime_stands`).
+    `taken`: entries the caller vouches for, each a covered file of the walk (a placement's kept ones:
+    `placed_entries.kept`), taken as their texts; only the other paths are worked out here, and the manifest's
+    `files` then holds those alone (its whole encoding is `files_json`, as `write` takes it)."""
     scanned, folder_infos = scanned_tree or scan_tree(prefix)  # one lstat per path, from the walk itself
     known = {**_unchanged(scanned, hashed), **(known or {})} if hashed else (known or {})
-    paths = sorted(relative for relative in scanned if covered(relative))
-    infos = [scanned[relative] for relative in paths]
+    rest = scanned.keys() - set(taken.paths) if taken is not None else scanned
+    own = sorted(relative for relative in rest if covered(relative))
     entries: list[ManifestEntry] = []
     texts: list[str] = []  # each entry's canonical JSON, made here rather than in a second pass (`_entry_json`)
     quote, is_record, is_regular = encode_basestring_ascii, conda_meta.is_record, stat.S_ISREG
-    for relative, info in zip(paths, infos):  # one pass: 15,000 files a torch
+    for relative in own:  # one pass: 15,000 files a torch, a venv's few dozen beside a placement's kept entries
+        info = scanned[relative]
         mode, digest = info.st_mode, known.get(relative)
         if digest is not None and is_regular(mode) and not is_record(relative):
             size, bits = info.st_size, "755" if mode & 0o111 else "644"
@@ -166,9 +181,28 @@ def built(
             text = _entry_json(entry)
         entries.append(entry)
         texts.append(text)
+    every = _merged(taken, Entries(own, texts)) if taken is not None else Entries(own, texts)
+    infos = list(map(scanned.__getitem__, every.paths))
     fingerprints = list(chain.from_iterable(map(_FINGERPRINT_FIELDS, infos)))  # as `fingerprint`, at C speed
-    stats_json = _stats_json(sorted(folder_infos), paths, fingerprints)
-    return Built({"format": 1, "files": entries}, ("[" + ",".join(texts) + "]").encode(), stats_json)
+    stats_json = _stats_json(sorted(folder_infos), every.paths, fingerprints)
+    files_json = ("[" + ",".join(every.texts) + "]").encode()
+    return Built({"format": 1, "files": entries}, files_json, stats_json, every)
+
+
+def _merged(taken: Entries, own: Entries) -> Entries:
+    """Two sorted runs of entries of distinct paths as one sorted run: `own`'s few put in place among `taken`'s many
+    (slices of the long lists, no loop over them)."""
+    paths: list[str] = []
+    texts: list[str] = []
+    start = 0
+    for relative, text in zip(own.paths, own.texts):
+        at = bisect_left(taken.paths, relative, start)
+        paths += taken.paths[start:at]
+        texts += taken.texts[start:at]
+        paths.append(relative)
+        texts.append(text)
+        start = at
+    return Entries(paths + taken.paths[start:], texts + taken.texts[start:])
 
 
 def _unchanged(scanned: Mapping[str, os.stat_result], hashed: Mapping[str, list]) -> dict[str, str]:

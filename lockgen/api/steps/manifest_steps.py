@@ -6,7 +6,6 @@ verified against the lock's hash when missing), or, for a wheel, by range reques
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -125,6 +124,8 @@ def expected_manifests(
     """The manifest of every locked package of `platform` (read in parallel), with its way to the archive. A local
     package has none (refused, naming it), unless `published_only` leaves the local ones to the caller."""
     packages = [p for p in lock.packages_for(platform) if not (published_only and lock_builder.local_of(p))]
+    from concurrent.futures import ThreadPoolExecutor  # with logging: 3 ms a build from kept placements never needs
+
     with ThreadPoolExecutor(max_workers=16) as pool:
         found = list(pool.map(lambda p: manifest_of(p, bundle), packages))
     progress(f"read the manifests of {len(packages)} locked packages")
@@ -171,5 +172,7 @@ def _patched(manifest: PackageManifest, archive_of: Callable[[], Path | None], p
 
 def bundle_of(lock: Lock, bundle: dict[str, PackageManifest]) -> list[PackageManifest]:
     """The manifests of every package of every platform of the lock (for `lockgen manifests`)."""
+    from concurrent.futures import ThreadPoolExecutor  # with logging: 3 ms a build from kept placements never needs
+
     with ThreadPoolExecutor(max_workers=16) as pool:
         return [m for m, _ in pool.map(lambda p: manifest_of(p, bundle), lock.package)]

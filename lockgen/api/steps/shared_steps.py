@@ -213,7 +213,8 @@ def build_environment(
 
         def record_ahead(installed: Installed) -> None:
             if ahead:
-                record = partial(_recorded, temp, installed.proven, installed.tree, None, extra)
+                taken, keep = installed.entries, installed.keep_entries
+                record = partial(_recorded, temp, installed.proven, installed.tree, None, extra, taken, keep)
                 recording.append(children.enter_context(parallel.Forked(record)))
 
         with children:
@@ -227,13 +228,20 @@ def build_environment(
                 venv,
                 record_ahead,
                 python_xy,
+                whole=ahead,
             )
             expected.extend(wheels.placed)
             known.update(wheels.proven)
             walked = wheels.tree
             if recording:  # the child's answer is the environment's digest; None where it failed: written here
-                _nothing_unstated(temp, final, expected, walked[0])
-                return recording[0].result() or _recorded(temp, known, walked, None, extra)
+                vouched = wheels.vouched  # a placement's files whose unstated check was kept with their entries
+                rest = {path: walked[0][path] for path in walked[0].keys() - vouched} if vouched else walked[0]
+                _nothing_unstated(temp, final, expected, rest)
+                done = recording[0].result()
+                digest = done or _recorded(temp, known, walked, None, extra, wheels.entries, wheels.keep_entries)
+                if wheels.vouch is not None:  # this environment passed: its placement's entries are kept
+                    wheels.vouch()
+                return digest
     if local and stack_folder is not None:  # after the wheels: the local packages' dependencies are among them
         if venv is not None and not pip:
             venv(lambda: None)
@@ -260,11 +268,17 @@ def _recorded(
     scanned: env_manifest.Tree | None,
     held: HeldEnvironment | None,
     extra: Mapping[str, str],
+    taken: env_manifest.Entries | None = None,
+    keep: Callable[[env_manifest.Entries], None] | None = None,
 ) -> str:
     """Writes the environment's record into `temp` (its manifest with `extra`, of the union with `held`'s files on
     a base, and its stats) from the proven sha256 `known` and the walk `scanned` (None: walked here); returns the
-    environment's digest."""
-    made = env_manifest.built(temp, known, scanned)  # the manifest and its encoding in one pass over the files
+    environment's digest. `taken`: the entries of a placement's files, kept (not worked out again); `keep`: given
+    every entry made, writes the placement's aside for the next environment (where none were taken: kept once this
+    one passed its checks, `Installed.vouch`)."""
+    made = env_manifest.built(temp, known, scanned, taken=taken)  # the manifest and its encoding in one pass
+    if keep is not None:
+        keep(made.entries)
     if held:  # the union's files, encoded again
         manifest, files_json = env_manifest.overlay(held.entries, made.manifest), None
     else:

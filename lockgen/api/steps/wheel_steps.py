@@ -9,19 +9,22 @@ A file is read only when it is not a link to a store file proven before with its
 and matched is recorded as proven for the next install. A file that differs is refused, and its wheel's proof
 dropped. After uv, the tree is walked once: that walk's lstat of each file is what its proof compares, and the
 caller's checks and manifest take the same walk (nothing changes the tree in between); after lockgen's own
-placing, the tree is what the pass saw (the venv's walk, each new link's lstat, each written file's)."""
+placing, the tree is what the pass saw (the venv's walk, each new link's lstat, each written file's), and where an
+earlier environment placed from the same placement passed, its kept manifest entries vouch for the RECORDs'
+agreement and the unstated check of the placement's files (`placed_entries`): none is read again."""
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from lockgen.adapters import parallel
 from lockgen.adapters.proof import store_scrub
-from lockgen.adapters.pypi import wheel_links, wheel_store
+from lockgen.adapters.pypi import placed_entries, wheel_links, wheel_store
 from lockgen.adapters.store import env_manifest, installers
 from lockgen.core.env.conformance import ExpectedPackage
 from lockgen.errors import LockFormatError, ToolFailedError
@@ -52,6 +55,15 @@ class Installed:
     placed: list[ExpectedPackage]
     proven: dict[str, str]
     tree: env_manifest.Tree
+    # of a placement lockgen made: its files' manifest entries kept by the last environment made from it (None: none
+    # kept), and what writes them aside from this environment's (`env_manifest.built`'s `entries`) where none were
+    entries: env_manifest.Entries | None = None
+    keep_entries: Callable[[env_manifest.Entries], None] | None = None
+    # the paths whose RECORD agreement and unstated check the kept entries vouch for (`placed` and `proven` then hold
+    # none of them: the caller's unstated check looks at the rest), and what keeps the entries written aside once this
+    # environment passed its checks
+    vouched: Collection[str] = ()
+    vouch: Callable[[], None] | None = None
 
 
 def _install(
@@ -130,6 +142,7 @@ def install_proven(
     make_venv: Callable[[Callable[[], object]], None] | None = None,
     proven: Callable[[Installed], object] | None = None,
     python: str = "",
+    whole: bool = False,
 ) -> Installed:
     """Installs the wheels `pip` into the venv at `prefix` (of Python `python`, X.Y) and proves every file they state;
     `place` gives the files each one's RECORD places (in the same order), worked out while uv installs. `make_venv`,
@@ -137,7 +150,10 @@ def install_proven(
     checked while uv makes the venv; neither touches what the other does); into that fresh venv, wheels uv placed before
     are placed by lockgen itself where their kept placement holds (`wheel_links`), else uv installs them and what it
     placed is kept. `proven`: given what was installed once every file is proven and sealed, before the proofs are
-    recorded for the next install (the caller starts its own work on the tree then, which the records do not change)."""
+    recorded for the next install (the caller starts its own work on the tree then, which the records do not change).
+    `whole`: the tree the wheels leave is the environment (its record takes `Installed.entries`, its unstated check
+    spares `Installed.vouched`): a placement whose entries an earlier environment kept, after it passed, is then placed
+    without its wheels' RECORDs read again (`placed_entries.Vouched`)."""
     pins = [_sha256_of(package) for package in pip]
     work = _Work(pins, place)
     linkable = make_venv is not None and not verify and not wheel_links.by_uv()
@@ -146,9 +162,18 @@ def install_proven(
         kept = wheel_links.kept(placement) if placement is not None else None
         with wheel_links.placing(kept, prefix) as placing:  # its folders made from now on, beside the venv
             planned = work.planned(kept) if kept is not None else None
+            bound = placed_entries.binding(planned) if planned is not None and placement is not None else ""
+            kept_entries: list[placed_entries.Vouched] = []
 
-            def meanwhile() -> None:  # while uv makes the venv: what the wheels place, or the store's fingerprints
-                work.placing() if planned is not None else work.check(verify)
+            def meanwhile() -> None:  # while uv makes the venv: kept entries or what the wheels place; or fingerprints
+                if planned is None:
+                    work.check(verify)
+                    return
+                vouched = placed_entries.kept(placement, planned, bound) if whole and placement else None
+                if vouched is None:
+                    work.placing()
+                else:
+                    kept_entries.append(vouched)
 
             if make_venv is not None:
                 make_venv(meanwhile)
@@ -156,12 +181,17 @@ def install_proven(
                 meanwhile()
             # no link before the venv is made and is the one the placement was kept in: a pass dropped after its links
             # were made and removed again would leave their store files' ctime moved at the recorded link count
-            holds = planned is not None and wheel_links.made_in(planned.placement, prefix) and work.agrees(planned)
+            holds = (
+                planned is not None
+                and wheel_links.made_in(planned.placement, prefix)
+                and (bool(kept_entries) or work.agrees(planned))
+            )
             if placing is not None:
                 placing.link(planned if holds else None)
             placed = placing.finish(prefix) if placing is not None and holds else None
-        if placed is not None and planned is not None:
-            return _linked(work, planned, placed, proven, progress)
+        if placed is not None and planned is not None and placement is not None:
+            vouched = kept_entries[0] if kept_entries else None
+            return _linked(work, _Kept(placement, bound, vouched), planned, placed, proven, progress)
         if planned is not None:  # a placement that did not hold: uv installs, on the fingerprints of now
             work.check(verify)
             if placing is not None:  # and on the pass's own checks of the files it linked before it was dropped
@@ -214,24 +244,44 @@ class _Work:
         )
 
 
+class _Kept(NamedTuple):
+    """A placement's key, the binding of its entries (`placed_entries.binding`) and the entries kept under it."""
+
+    placement: str
+    bound: str
+    vouched: placed_entries.Vouched | None
+
+
 def _linked(
     work: _Work,
+    kept: _Kept,
     planned: wheel_links.Plan,
     placed: wheel_links.Placed,
     proven: Callable[[Installed], object] | None,
     progress: Callable[[str], None],
 ) -> Installed:
-    """The wheels lockgen placed itself: the environment's tree is what the pass saw, and each proof is renewed with
-    the lstat of the links just made to its files (the link count and ctime they moved)."""
-    installed = Installed(work.expected, {path: digest for path, (_, digest) in work.stated.items()}, placed.tree)
+    """The wheels lockgen placed itself: the environment's tree is what the pass saw (its record takes the manifest
+    entries of the placement's files kept by the last environment made from it, else writes them aside to be kept
+    once this one passed), and each proof is renewed with the lstat of the links just made to its files (the link
+    count and ctime they moved)."""
+    vouched = kept.vouched
+    if vouched is not None:  # the RECORDs' agreement and the unstated check of the placement's files: kept with them
+        installed = Installed([], {}, placed.tree, vouched.entries, vouched=planned.found)
+        stated, hashed = vouched.stated, vouched.hashed
+    else:
+        stated = len(work.stated)
+        hashed = sum(1 for entry in planned.placement.written if entry.path in work.stated)
+        keep = partial(placed_entries.keep, kept.placement, planned, kept.bound, stated, hashed)
+        proven_sha256 = {path: digest for path, (_, digest) in work.stated.items()}
+        vouch = partial(placed_entries.vouch, kept.placement)
+        installed = Installed(work.expected, proven_sha256, placed.tree, None, keep, vouch=vouch)
     if proven is not None:
         proven(installed)
     for wheel, proof, start, end in planned.spans:
         wheel_store.renew(wheel, proof, placed.links[start:end])
-    written = sum(1 for entry in planned.placement.written if entry.path in work.stated)
     progress(
         f"linked {len(work.pins)} wheels from lockgen's store as uv placed them (every file against its RECORD: "
-        f"{written} hashed, {len(work.stated) - written} proven before and unchanged)"
+        f"{hashed} hashed, {stated - hashed} proven before and unchanged)"
     )
     return installed
 

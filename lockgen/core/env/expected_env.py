@@ -16,6 +16,8 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from lockgen.core.env.conformance import ExpectedFile, ExpectedPackage, ObservedFile
@@ -148,23 +150,35 @@ def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | Non
         and isinstance(entry_points, list)
         and all(isinstance(e, list) and len(e) == 2 and all(isinstance(v, str) for v in e) for e in entry_points)
         and isinstance(rows, list)
-        and all(_placed_row(row) for row in rows)
+        and (columns := _placed_columns(rows)) is not None
     ):
         return None
-    files = tuple(ExpectedFile(path, digest, size, executable=executable) for path, digest, size, executable in rows)
+    paths, digests, sizes, executables = columns  # each row made as `ExpectedFile._make` makes it, at C speed
+    files = tuple(map(_EXPECTED_FILE, zip(paths, digests, sizes, repeat("file"), repeat(None), executables)))
     targets = tuple((script, target) for script, target in entry_points)
     return PlacedWheel(name, version, ExpectedPackage(f"{name} {version}", files, dist_info, tuple(scripts), targets))
 
 
-def _placed_row(row: Any) -> bool:
-    return (
-        type(row) is list
-        and len(row) == 4
-        and type(row[0]) is str
-        and (row[1] is None or type(row[1]) is str)
-        and (row[2] is None or type(row[2]) is int)
-        and (row[3] is None or type(row[3]) is bool)
-    )
+_NONE = type(None)
+_EXPECTED_FILE = partial(tuple.__new__, ExpectedFile)  # a row of its six fields, in order
+
+
+def _placed_columns(rows: list[Any]) -> tuple[tuple[Any, ...], ...] | None:
+    """The columns of the rows when each is `[path, sha256 or None, size or None, executable or None]`, judged a column
+    at a time at C speed (a torch's 15,000 rows one by one: 0.02 s; a size is an int and not a bool, as `type` tells
+    them apart); else None."""
+    if not set(map(type, rows)) <= {list} or not set(map(len, rows)) <= {4}:
+        return None
+    columns = tuple(zip(*rows)) if rows else ((), (), (), ())
+    paths, digests, sizes, executables = columns
+    if (
+        set(map(type, paths)) <= {str}
+        and set(map(type, digests)) <= {str, _NONE}
+        and set(map(type, sizes)) <= {int, _NONE}
+        and set(map(type, executables)) <= {bool, _NONE}
+    ):
+        return columns
+    return None
 
 
 def _conda_path(path: str, noarch_python: bool, python: str) -> str:
