@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -293,20 +295,25 @@ def test_entries_are_kept_only_once_their_environment_passed_its_checks(
 def test_entries_kept_under_other_proofs_or_changed_by_hand_are_not_taken(
     lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Kept entries bound to other rules, placement or proofs (their header), out of order, cut short, or naming a path
-    the placement does not place (the venv's own, whose bytes name the prefix) are worked out again: the manifest
-    is the same."""
+    """Kept entries bound to other rules, placement or proofs (their header), out of order, cut short, changed
+    (a line cut within, replaced by garbage or by another path's line: the header's sha256 of the rest), or naming a
+    path the placement does not place (the venv's own, whose bytes name the prefix) are worked out again: the
+    manifest is the same."""
     materialize(lock, None, tmp_path / "first", lambda _: None)
     _, digest = materialize(lock, None, tmp_path / "second", lambda _: None)
     kept = next((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
-    head, paths, body = kept.read_bytes().split(b"\n", 2)
-    listed = json.loads(paths)
+    whole = kept.read_bytes()
+    head, paths, body = whole.split(b"\n", 2)
+    listed, lines = json.loads(paths), body.split(b"\n")
     damages = [
         json.dumps({**json.loads(head), "binding": "0" * 64}).encode() + b"\n" + paths + b"\n" + body,
         head + b"\n" + json.dumps(listed[::-1]).encode() + b"\n" + body,
         head + b"\n" + paths + b"\n" + body.rsplit(b"\n", 1)[0],
         head + b"\n" + json.dumps(sorted([*listed[1:], "bin/activate"])).encode() + b"\n" + body,
         b"not a header\n" + paths + b"\n" + body,
+        whole[:-5],  # the last entry cut within: as many lines as paths
+        head + b"\n" + paths + b"\n" + b"\n".join([*lines[:-1], b"garbage"]),
+        head + b"\n" + paths + b"\n" + b"\n".join([*lines[:-1], lines[0]]),  # another path's entry
     ]
     worked = _worked_out(monkeypatch)
     for n, damage in enumerate(damages):
@@ -317,6 +324,41 @@ def test_entries_kept_under_other_proofs_or_changed_by_hand_are_not_taken(
         _, again = materialize(lock, None, prefix, said.append)
         assert any(line.startswith(LINKED) for line in said), (n, said)
         assert again == digest and [path for path in worked[-1] if "site-packages/" in path], n
+        json.loads((prefix / MANIFEST).read_bytes())  # a whole manifest
+
+
+@pytest.mark.parametrize("suffix", ["entries", "json"])
+def test_a_fifo_for_kept_entries_or_placement_is_not_waited_on(lock: Path, tmp_path: Path, suffix: str) -> None:
+    """A FIFO where the entries or the placement are kept is refused as no file, not opened for a writer that never
+    comes (bounded: a writer opens it after 20 s, so code that waits fails by its time instead of hanging)."""
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    _, digest = materialize(lock, None, tmp_path / "second", lambda _: None)
+    kept = next((tmp_path / "home" / "proven" / "placed").glob(f"*.{suffix}"))
+    kept.unlink()
+    os.mkfifo(kept)
+    release = threading.Timer(20, lambda: os.close(os.open(kept, os.O_WRONLY | os.O_NONBLOCK)))
+    release.start()
+    started = time.monotonic()
+    try:
+        _, again = materialize(lock, None, tmp_path / "second-again", lambda _: None)
+    finally:
+        release.cancel()
+    assert time.monotonic() - started < 15
+    assert again == digest
+
+
+def test_a_folder_where_entries_are_written_aside_is_no_refusal(lock: Path, tmp_path: Path) -> None:
+    """A folder at `<key>.pending` (where the entries are written aside) leaves them unkept, and every materialize
+    still builds its environment."""
+    materialize(lock, None, tmp_path / "first", lambda _: None)
+    _, digest = materialize(lock, None, tmp_path / "second", lambda _: None)
+    kept = next((tmp_path / "home" / "proven" / "placed").glob("*.entries"))
+    kept.unlink()
+    kept.with_suffix(".pending").mkdir()
+    for n in range(2):
+        said: list[str] = []
+        _, again = materialize(lock, None, tmp_path / f"again-{n}", said.append)
+        assert again == digest and any(line.startswith(LINKED) for line in said), said
 
 
 def _names(record: Path, prefix: str) -> bool:

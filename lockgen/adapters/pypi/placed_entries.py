@@ -6,19 +6,20 @@ places, those are the same in every environment made from it: the links are the 
 shows its proof's size and mode, `wheel_links._linked`, and its sha256 is the proof's), the written files are the
 placement's kept bytes and modes, and none of them names the prefix (`wheel_links.keep`). So the canonical JSON of
 their entries (a torch's 15,000: 0.08 s of work per environment) is kept, under
-`$LOCKGEN_HOME/proven/placed/<key>.entries` (`LAYOUT`: a JSON header with the binding, the paths as a JSON list, then
-one entry's text a line), bound (`binding`) to what they are made of: the rules they were made by
-(`kept_runs.rules_stamp`), the placement's record (its paths, its written files' bytes and modes, each wheel's
-paths' digest) and, of each wheel's proof, its sha256 column and each file's size and mode, never its inodes or
-times (a proof renewed by every link keeps them). The venv's own files (whose bytes name the prefix) are worked out
+`$LOCKGEN_HOME/proven/placed/<key>.entries` (`LAYOUT`: a JSON header with the binding and the sha256 of the rest, the
+paths as a JSON list, then one entry's text a line), bound (`binding`) to what they are made of: the rules they were
+made by (`kept_runs.rules_stamp`), the placement's record (its paths, its written files' bytes and modes, each wheel's
+paths' digest) and, of each wheel's proof, its sha256 column and each file's size and mode, never its inodes or times
+(a proof renewed by every link keeps them). The venv's own files (whose bytes name the prefix) are worked out
 per environment, as before. The entries are written aside (`keep`, `<key>.pending`) and kept (`vouch`) only once the
 environment they were made from passed the checks after its placing: every file its wheels' RECORDs state placed
 with the RECORD's sha256 (`wheel_steps._Work.agrees`), nothing unstated (`shared_steps._nothing_unstated`); both are
 functions of what the binding binds (the RECORDs are the locked wheels', which the placement's key names), so an
 environment that takes the entries takes that verdict with them and reads no RECORD (`Vouched`). Trusted as the
 placement beside them is (`$LOCKGEN_HOME` is written by lockgen alone); entries of another binding, of another
-form, out of order, or naming a path the placement does not place are not taken, and the environment is checked and
-recorded in full again."""
+form, cut short or changed (the header's sha256 of the rest), out of order, or naming a path the placement does not
+place are not taken, and the environment is checked and recorded in full again; the file is read only if it is a
+regular one (`user_files`: a FIFO put there is not waited on)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from array import array
 from pathlib import Path
 from typing import NamedTuple
 
+from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 from lockgen.adapters.proof import kept_runs
@@ -36,8 +38,9 @@ from lockgen.adapters.pypi import wheel_store
 from lockgen.adapters.pypi.wheel_links import Plan
 from lockgen.adapters.store import env_manifest
 from lockgen.core.env.confined import child
+from lockgen.errors import UserError
 
-LAYOUT = 1
+LAYOUT = 2
 
 
 def binding(planned: Plan) -> str:
@@ -73,12 +76,16 @@ def kept(placement_key: str, planned: Plan, bound: str) -> Vouched | None:
     if not bound:
         return None
     try:
-        head, paths_json, body = _path(placement_key).read_bytes().split(b"\n", 2)
-        header, paths, texts = json.loads(head), json.loads(paths_json), body.decode().split("\n")
-        stated, hashed = header.pop("stated"), header.pop("hashed")
-    except (OSError, ValueError, AttributeError, KeyError):  # none, cut short, not JSON, not UTF-8 or not its header
+        head, rest = user_files.read_bytes(_path(placement_key)).split(b"\n", 1)
+        header = json.loads(head)
+        stated, hashed, digest = header.pop("stated"), header.pop("hashed"), header.pop("sha256")
+        paths_json, body = rest.split(b"\n", 1)
+        paths, texts = json.loads(paths_json), body.decode().split("\n")
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):  # none, not a file, cut short, not its header
         return None
-    if header != {"layout": LAYOUT, "binding": bound} or not isinstance(paths, list) or len(paths) != len(texts):
+    if header != {"layout": LAYOUT, "binding": bound} or digest != hashlib.sha256(rest).hexdigest():
+        return None  # of another form or binding, or its paths and entries cut short or changed since written
+    if not isinstance(paths, list) or len(paths) != len(texts):
         return None
     if type(stated) is not int or type(hashed) is not int:
         return None
@@ -99,11 +106,13 @@ def keep(
         return
     placed = planned.found  # every path the plan places: its links' and written files'
     mine = [at for at, path in enumerate(entries.paths) if path in placed]
-    header = json.dumps({"layout": LAYOUT, "binding": bound, "stated": stated, "hashed": hashed}, separators=(",", ":"))
     paths = json.dumps([entries.paths[at] for at in mine], separators=(",", ":"))
-    with contextlib.suppress(OSError):
+    rest = "\n".join([paths, *(entries.texts[at] for at in mine)]).encode()
+    header = {"layout": LAYOUT, "binding": bound, "stated": stated, "hashed": hashed}
+    header["sha256"] = hashlib.sha256(rest).hexdigest()
+    with contextlib.suppress(OSError, UserError):  # UserError: a folder or other non-file where it would be written
         write_bytes_atomic(
-            _path(placement_key, "pending"), "\n".join([header, paths, *(entries.texts[at] for at in mine)]).encode()
+            _path(placement_key, "pending"), json.dumps(header, separators=(",", ":")).encode() + b"\n" + rest
         )
 
 

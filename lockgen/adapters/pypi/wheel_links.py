@@ -41,6 +41,7 @@ from operator import attrgetter, eq
 from pathlib import Path
 from typing import NamedTuple, cast
 
+from lockgen.adapters import user_files
 from lockgen.adapters.atomic_files import write_bytes_atomic
 from lockgen.adapters.home import lockgen_home
 from lockgen.adapters.pypi import wheel_store
@@ -123,7 +124,7 @@ def kept(placement_key: str) -> Placement | None:
     wheel's RECORD states must be placed, with the sha256 the RECORD gives it (`Plan.found`), but the bytes of a
     launcher uv wrote are taken as kept."""
     try:
-        raw = _record_path(placement_key).read_bytes()
+        raw = user_files.read_bytes(_record_path(placement_key))  # a FIFO there is refused, not waited on
         record = json.loads(raw)
         placement = Placement(
             record["venv"],
