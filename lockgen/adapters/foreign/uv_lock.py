@@ -197,6 +197,51 @@ class KeptWheels(Sequence[KeptWheel]):
         return self._wheels()[index]
 
 
+_EDGE_SLOTS = {"name": "_name", "extra": "_extra", "marker": "_marker", "version": "_version", "source": "_source"}
+
+
+class KeptEdge(Mapping[str, Any]):
+    """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
+    `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
+    bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock)."""
+
+    __slots__ = tuple(_EDGE_SLOTS.values())
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
+        self._name = kept.get("name", _ABSENT)
+        self._extra = kept.get("extra", _ABSENT)
+        self._marker = kept.get("marker", _ABSENT)
+        self._version = kept.get("version", _ABSENT)
+        self._source = kept.get("source", _ABSENT)
+
+    def _parts(self) -> tuple[Any, ...]:
+        return (self._name, self._extra, self._marker, self._version, self._source)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
+        return self.get(key, _ABSENT) is not _ABSENT  # type: ignore[arg-type]
+
+    def get(self, key: str, default: Any = None) -> Any:  # the walk asks each edge's marker on every walk over it
+        if key == "marker":
+            value = self._marker
+        else:
+            slot = _EDGE_SLOTS.get(key) if type(key) is str else None
+            value = _ABSENT if slot is None else getattr(self, slot)
+        return default if value is _ABSENT else value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, value in zip(_EDGE_SLOTS, self._parts()) if value is not _ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 _SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
 
 
@@ -214,7 +259,7 @@ class WalkedParts:
     def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
         if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
             self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
-        kept = {key: self._one(entry[key]) for key in _WALKED if key in entry}
+        kept = {key: keep(self, entry[key]) for key, keep in _KEEPERS.items() if key in entry}
         wheels = entry.get("wheels")
         if isinstance(wheels, list):
             kept["wheels"] = KeptWheels.of(wheels) or [
@@ -225,6 +270,26 @@ class WalkedParts:
         if "sdist" in entry:
             kept["sdist"] = True
         return kept
+
+    def _edge_lists(self, value: Any) -> Any:
+        """An extra's or group's table of edge lists, kept as `_one` keeps a table, each list as `_edges` keeps it."""
+        if type(value) is not dict:
+            return self._one(value)
+        table = {intern(key): self._edges(item) for key, item in value.items()}
+        return self._shared.setdefault((dict, *table, *map(id, table.values())), table)
+
+    def _edges(self, value: Any) -> Any:
+        """A list of edges, kept as `_one` keeps a list, each table in it a `KeptEdge` held once where equal (a
+        package's dependency is most often listed again under its extras)."""
+        if type(value) is not list:
+            return self._one(value)
+        items = [self._edge(item) if type(item) is dict else self._one(item) for item in value]
+        return self._shared.setdefault((list, *map(id, items)), items)
+
+    def _edge(self, table: dict[str, Any]) -> KeptEdge:
+        kept = {key: self._one(table[key]) for key in _EDGE_SLOTS if key in table}
+        edge = KeptEdge(kept)
+        return self._shared.setdefault((KeptEdge, *map(id, edge._parts())), edge)
 
     def _one(self, value: Any) -> Any:
         """The value kept for `value`: the one held already where an equal one was seen. A part's id stands for it in
@@ -242,6 +307,19 @@ class WalkedParts:
             table = {intern(key): intern(item) if type(item) is str else self._one(item) for key, item in value.items()}
             return self._shared.setdefault((dict, *table, *map(id, table.values())), table)
         return value
+
+
+# how each walked key's value is kept: edges as `KeptEdge`s (in a list, or in a table of lists), anything else by
+# `_one` (functions of the class, not methods bound to a reduce: a reduce holding its own would live on in a cycle
+# while the import pauses the cycle collector, its shared keys with it)
+_KEEPERS = {
+    key: {
+        "dependencies": WalkedParts._edges,
+        "optional-dependencies": WalkedParts._edge_lists,
+        "dev-dependencies": WalkedParts._edge_lists,
+    }.get(key, WalkedParts._one)
+    for key in _WALKED
+}
 
 
 def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = False) -> UvImport:
