@@ -95,7 +95,7 @@ class UvLock:
         document = read_uv_toml(file.handed_text(), WalkedParts())
         read = partial(read_uv_lock, document, choices, given_away=True)
         found = read_in_shape(read, document, _DOCUMENT, self.name, _REWRITE, TOML)
-        del document
+        del read, document  # the partial held it too, while every entry was made
         return Imported(
             f"uv.lock v1 (CPython {found.python})",
             (),

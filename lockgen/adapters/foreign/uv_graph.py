@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +27,63 @@ from lockgen.model.names import normalize
 
 _EXTRA_TEST = re.compile(r"""extra\s*(==|!=)\s*(['"])([^'"]*)\2""")
 Node = tuple[dict[str, Any], str, str]  # (a package entry, "", "") or (entry, "extra" | "group", its name)
+# what the walk works out of an edge: the items its extras name, those extras, the entries it may point at
+Walked = tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]
 
 
 def item(package: str, kind: str, name: str) -> str:
     """A (package, extra|group) item as uv's conflict markers name it."""
     package = normalize(package)
     return f"{kind}-{len(package)}-{package}-{normalize(name)}"
+
+
+ABSENT: Any = object()  # a key a table did not have
+_EDGE_SLOTS = {"name": "_name", "extra": "_extra", "marker": "_marker", "version": "_version", "source": "_source"}
+EDGE_KEYS = tuple(_EDGE_SLOTS)  # the keys of an edge the walk reads
+
+
+class KeptEdge(Mapping[str, Any]):
+    """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
+    `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
+    bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock); and what the
+    walk works out of it (`walked`), in place of a table of those by the edge's id."""
+
+    __slots__ = (*_EDGE_SLOTS.values(), "walked")
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
+        self._name = kept.get("name", ABSENT)
+        self._extra = kept.get("extra", ABSENT)
+        self._marker = kept.get("marker", ABSENT)
+        self._version = kept.get("version", ABSENT)
+        self._source = kept.get("source", ABSENT)
+        self.walked: Walked | None = None  # what the walk worked out of it (`_edge`), while the walks last
+
+    def _parts(self) -> tuple[Any, ...]:
+        return (self._name, self._extra, self._marker, self._version, self._source)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, ABSENT)
+        if value is ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
+        return self.get(key, ABSENT) is not ABSENT  # type: ignore[arg-type]
+
+    def get(self, key: str, default: Any = None) -> Any:  # the walk asks each edge's marker on every walk over it
+        if key == "marker":
+            value = self._marker
+        else:
+            slot = _EDGE_SLOTS.get(key) if type(key) is str else None
+            value = ABSENT if slot is None else getattr(self, slot)
+        return default if value is ABSENT else value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, value in zip(_EDGE_SLOTS, self._parts()) if value is not ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 @dataclass(frozen=True)
@@ -44,15 +95,11 @@ class UvGraph:
     members: tuple[str, ...]
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
-    # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
-    edges: dict[int, tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
-    # package's dependency is most often listed again under its extras)
-    alike: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    # what each edge that is no `KeptEdge` names (a workspace root's), worked out once and read on every walk (a
+    # lock's object ids, while the graph lives); a `KeptEdge` holds its own (`walked`), listed in `walked_edges`
+    edges: dict[int, Walked] = field(default_factory=dict, compare=False, repr=False)
+    walked_edges: list[KeptEdge] = field(default_factory=list, compare=False, repr=False)
+    extras: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)  # by list's id
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
@@ -83,7 +130,10 @@ class UvGraph:
     def let_go_of_edges(self) -> None:
         """Forgets what the walks worked out of each edge (a third of what a walk holds), once no walk follows."""
         self.edges.clear()
-        self.alike.clear()
+        self.extras.clear()
+        for edge in self.walked_edges:
+            edge.walked = None
+        self.walked_edges.clear()
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
@@ -221,25 +271,30 @@ def _traverse(
     return reached
 
 
-def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]:
+def _edge(graph: UvGraph, edge: dict[str, Any] | KeptEdge) -> Walked:
     """The items an edge's extras name (a tuple: a frozenset of one item was 216 bytes, for each of a large lock's
     edges), those extras normalised, and the entries it may point at: worked out on the first walk over it, kept
-    in the graph for the others."""
+    on the edge (a `KeptEdge`) or in the graph for the others."""
+    if type(edge) is KeptEdge:
+        if edge.walked is None:
+            edge.walked = _worked_out(graph, edge)
+            graph.walked_edges.append(edge)
+        return edge.walked
     known = graph.edges.get(id(edge))
     if known is None:
-        extras = tuple(sys.intern(normalize(extra)) for extra in edge.get("extra", []))  # one string each
-        by_name = "version" not in edge and "source" not in edge  # what it names follows from its name and extras
-        known = graph.alike.get((edge["name"], extras)) if by_name else None
-        if known is None:
-            known = (
-                tuple(dict.fromkeys(item(edge["name"], "extra", extra) for extra in extras)),
-                extras,
-                _candidates(edge, graph),
-            )
-            if by_name:
-                graph.alike[(edge["name"], extras)] = known
-        graph.edges[id(edge)] = known
+        known = graph.edges[id(edge)] = _worked_out(graph, edge)
     return known
+
+
+def _worked_out(graph: UvGraph, edge: Mapping[str, Any]) -> Walked:
+    """What `_edge` keeps of an edge: equal extras lists (one object in a lock read by `WalkedParts`) give one
+    tuple of extras."""
+    listed = edge.get("extra", ())  # absent: the one empty tuple, whose id no other object takes
+    extras = graph.extras.get(id(listed))
+    if extras is None:  # each extra one string (`normalize` makes a new one), the tuple once per list
+        extras = graph.extras[id(listed)] = tuple(sys.intern(normalize(extra)) for extra in listed)
+    named = tuple(dict.fromkeys(item(edge["name"], "extra", extra) for extra in extras))
+    return named, extras, _candidates(edge, graph)
 
 
 def holds(
@@ -286,7 +341,7 @@ def _parsed(marker: str) -> tuple[Marker, frozenset[str]]:
         ) from None
 
 
-def _candidates(edge: dict[str, Any], graph: UvGraph) -> Sequence[dict[str, Any]]:
+def _candidates(edge: Mapping[str, Any], graph: UvGraph) -> Sequence[dict[str, Any]]:
     """The package entries an edge may point at: by name, then version and source where a name has several
     entries (forks); `_fork` chooses among several by their resolution markers."""
     candidates: Sequence[dict[str, Any]] = graph.entries.get(normalize(edge["name"]), ())

@@ -35,7 +35,17 @@ from lockgen.adapters.pypi.python_wheels import (
     no_wheel_reason,
     python_within,
 )
-from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
+from lockgen.adapters.foreign.uv_graph import (
+    ABSENT,
+    EDGE_KEYS,
+    KeptEdge,
+    Node,
+    UvGraph,
+    activated,
+    installed,
+    is_local_project,
+    tables,
+)
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, pip_wheel
 from lockgen.adapters.foreign.document_shape import TOML
@@ -115,7 +125,7 @@ _WALKED = (
 )
 
 
-_ABSENT: Any = object()  # a key the table did not have
+_ABSENT = ABSENT  # a key the table did not have
 
 
 class KeptWheel(Mapping[str, Any]):
@@ -197,51 +207,6 @@ class KeptWheels(Sequence[KeptWheel]):
         return self._wheels()[index]
 
 
-_EDGE_SLOTS = {"name": "_name", "extra": "_extra", "marker": "_marker", "version": "_version", "source": "_source"}
-
-
-class KeptEdge(Mapping[str, Any]):
-    """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
-    `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
-    bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock)."""
-
-    __slots__ = tuple(_EDGE_SLOTS.values())
-
-    def __init__(self, kept: dict[str, Any]) -> None:
-        """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
-        self._name = kept.get("name", _ABSENT)
-        self._extra = kept.get("extra", _ABSENT)
-        self._marker = kept.get("marker", _ABSENT)
-        self._version = kept.get("version", _ABSENT)
-        self._source = kept.get("source", _ABSENT)
-
-    def _parts(self) -> tuple[Any, ...]:
-        return (self._name, self._extra, self._marker, self._version, self._source)
-
-    def __getitem__(self, key: str) -> Any:
-        value = self.get(key, _ABSENT)
-        if value is _ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        return self.get(key, _ABSENT) is not _ABSENT  # type: ignore[arg-type]
-
-    def get(self, key: str, default: Any = None) -> Any:  # the walk asks each edge's marker on every walk over it
-        if key == "marker":
-            value = self._marker
-        else:
-            slot = _EDGE_SLOTS.get(key) if type(key) is str else None
-            value = _ABSENT if slot is None else getattr(self, slot)
-        return default if value is _ABSENT else value
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, value in zip(_EDGE_SLOTS, self._parts()) if value is not _ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
 _SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
 
 
@@ -287,7 +252,7 @@ class WalkedParts:
         return self._shared.setdefault((list, *map(id, items)), items)
 
     def _edge(self, table: dict[str, Any]) -> KeptEdge:
-        kept = {key: self._one(table[key]) for key in _EDGE_SLOTS if key in table}
+        kept = {key: self._one(table[key]) for key in EDGE_KEYS if key in table}
         edge = KeptEdge(kept)
         return self._shared.setdefault((KeptEdge, *map(id, edge._parts())), edge)
 
@@ -339,8 +304,10 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    walks = _walks(graph, starts, python)
-    graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
+    try:
+        walks = _walks(graph, starts, python)
+    finally:  # what the walks worked out of each edge (held by the document's edges): the entries are made without it
+        graph.let_go_of_edges()
     found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
     # a package converted once for every platform that reached it (its wheels named once, their names parsed once:
     # `parse_wheel_filename`'s cache), each platform's found in the order of its names; its wheels let go of then
