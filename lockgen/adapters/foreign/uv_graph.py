@@ -86,6 +86,79 @@ class KeptEdge(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
+_PACKAGE_SLOTS = {
+    "name": "_name",
+    "version": "_version",
+    "source": "_source",
+    "resolution-markers": "_markers",
+    "dependencies": "_dependencies",
+    "optional-dependencies": "_optional",
+    "dev-dependencies": "_dev",
+    "wheels": "_wheels",
+    "sdist": "_sdist",
+}
+PACKAGE_KEYS = tuple(_PACKAGE_SLOTS)  # the keys of a package the walk and the conversion read, in this order
+
+
+class KeptPackage(Mapping[str, Any]):
+    """What the walk and the conversion read of a `[[package]]` table (`PACKAGE_KEYS`), read as the table is: ten
+    slots, 120 bytes, where a table of six keys or more was 272 to 400 (one for each package of a lock); and the
+    name as the graph keys it (`key`), worked out on the first walk over it. `pop` lets go of a key's value (the
+    wheels, once the last platform is pinned)."""
+
+    __slots__ = (*_PACKAGE_SLOTS.values(), "key")
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        """The package whose table holds `kept` (the values kept for its keys)."""
+        self._name = kept.get("name", ABSENT)
+        self._version = kept.get("version", ABSENT)
+        self._source = kept.get("source", ABSENT)
+        self._markers = kept.get("resolution-markers", ABSENT)
+        self._dependencies = kept.get("dependencies", ABSENT)
+        self._optional = kept.get("optional-dependencies", ABSENT)
+        self._dev = kept.get("dev-dependencies", ABSENT)
+        self._wheels = kept.get("wheels", ABSENT)
+        self._sdist = kept.get("sdist", ABSENT)
+        self.key: str | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, ABSENT)
+        if value is ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
+        return self.get(key, ABSENT) is not ABSENT  # type: ignore[arg-type]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
+        value = ABSENT if slot is None else getattr(self, slot)
+        return default if value is ABSENT else value
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        value = self.get(key, ABSENT)
+        if value is ABSENT:
+            return default
+        setattr(self, _PACKAGE_SLOTS[key], ABSENT)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, slot in _PACKAGE_SLOTS.items() if getattr(self, slot) is not ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def key_of(entry: Mapping[str, Any]) -> str:
+    """The name a package is keyed by in the graph: normalized, the string the entry holds where it is written so
+    (interned); a `KeptPackage` keeps it, worked out once."""
+    if type(entry) is KeptPackage:
+        if entry.key is None:
+            entry.key = sys.intern(normalize(entry["name"]))
+        return entry.key
+    return sys.intern(normalize(entry["name"]))
+
+
 @dataclass(frozen=True)
 class UvGraph:
     """A uv.lock's packages by normalized name (several entries where the lock forks), its members and its
@@ -105,7 +178,7 @@ class UvGraph:
     def of(cls, data: dict[str, Any]) -> UvGraph:
         grouped: dict[str, list[dict[str, Any]]] = {}
         for entry in data.get("package", []):  # each key the string the entry holds where its name is normalized
-            grouped.setdefault(sys.intern(normalize(entry["name"])), []).append(entry)
+            grouped.setdefault(key_of(entry), []).append(entry)
         entries = {name: tuple(group) for name, group in grouped.items()}  # a list grown by append is 40 bytes more
         members = [normalize(name) for name in (data.get("manifest") or {}).get("members", [])]
         members = members or sorted(name for name, group in entries.items() if any(is_local_project(e) for e in group))
@@ -240,7 +313,7 @@ def _traverse(
         if node in expanded:
             continue
         expanded.add(node)
-        key = sys.intern(normalize(entry["name"]))  # the name the entry holds where it is written normalized
+        key = key_of(entry)
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
                 f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "

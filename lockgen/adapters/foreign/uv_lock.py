@@ -39,7 +39,9 @@ from lockgen.adapters.foreign.uv_graph import (
     ABSENT,
     EDGE_KEYS,
     KeptEdge,
+    KeptPackage,
     Node,
+    PACKAGE_KEYS,
     UvGraph,
     activated,
     installed,
@@ -114,15 +116,7 @@ class UvImport:
         return tuple(pin.locked() for pin in self.pins)
 
 
-_WALKED = (
-    "name",
-    "version",
-    "source",
-    "resolution-markers",
-    "dependencies",
-    "optional-dependencies",
-    "dev-dependencies",
-)
+_WALKED = tuple(key for key in PACKAGE_KEYS if key not in ("wheels", "sdist"))  # kept as the table has them
 
 
 _ABSENT = ABSENT  # a key the table did not have
@@ -221,7 +215,7 @@ class WalkedParts:
     def __init__(self) -> None:
         self._shared: dict[tuple[Any, ...], Any] = {}  # a list's or table's contents (its parts' ids) -> the one kept
 
-    def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, entry: dict[str, Any]) -> KeptPackage:
         if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
             self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
         kept = {key: keep(self, entry[key]) for key, keep in _KEEPERS.items() if key in entry}
@@ -234,7 +228,7 @@ class WalkedParts:
             kept["wheels"] = wheels
         if "sdist" in entry:
             kept["sdist"] = True
-        return kept
+        return KeptPackage(kept)
 
     def _edge_lists(self, value: Any) -> Any:
         """An extra's or group's table of edge lists, kept as `_one` keeps a table, each list as `_edges` keeps it."""
