@@ -4,17 +4,20 @@ naming the format, and the guide's table of formats is the registry's."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from lockgen.adapters.foreign import foreign_locks
+from lockgen.adapters.foreign import foreign_format, foreign_locks
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.import_lock import import_lock, import_notes
-from lockgen.errors import FlagError, LockFormatError
+from lockgen.errors import FlagError, LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, PackageHash
 from lockgen.model.requests import ImportOptions
 from tests.conftest import run_cli
@@ -117,11 +120,49 @@ def _conda_lock(tmp_path: Path) -> Path:
     ids=["explicit", "pylock", "pylock-by-content", "uv", "pixi", "conda-lock"],
 )
 def test_each_file_is_recognised_by_its_own_format(
-    source: Callable[[Path], Path], expected: str, tmp_path: Path
+    source: Callable[[Path], Path], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each format recognises its own file whole, and read in pieces as the import reads it (a piece of a few
+    lines: a format judging lines judges each piece's, no line being cut between two)."""
     path = source(tmp_path)
     file = ForeignFile(path, path.read_text(), "0" * 64)
     assert [form.name for form in foreign_locks.FORMATS if form.recognises(file)] == [expected]
+    monkeypatch.setattr(foreign_format, "_BLOCK", 16)
+    monkeypatch.setattr(foreign_format, "_PIECE", 32)
+    pieces, _ = foreign_format.read_in_pieces(path)
+    assert len(pieces) > 3 and "".join(pieces) == path.read_text()
+    file = ForeignFile(path, pieces, "0" * 64)
+    assert [form.name for form in foreign_locks.FORMATS if form.recognises(file)] == [expected]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=200), st.integers(1, 9), st.integers(1, 40))
+def test_a_file_is_read_in_pieces_as_its_bytes_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int, piece: int
+) -> None:
+    """The pieces of a file's text are its bytes decoded as `bytes.decode` decodes them (a character or a bad byte
+    split between two blocks), each but the last ending at a line end, and the sha256 is its bytes'."""
+    data = data.replace(b"a", "é\n".encode()).replace(b"b", b"\n[[p") + b"\xc3"  # characters of two bytes, headers
+    path = tmp_path / "lock"
+    path.write_bytes(data)
+    monkeypatch.setattr(foreign_format, "_BLOCK", block)
+    monkeypatch.setattr(foreign_format, "_PIECE", piece)
+    pieces, sha256 = foreign_format.read_in_pieces(path)
+    assert "".join(pieces) == data.decode("utf-8", errors="replace")
+    assert sha256 == hashlib.sha256(data).hexdigest()
+    assert all(piece.endswith("\n") for piece in pieces[:-1]) and all(pieces)
+
+
+def test_a_file_read_again_must_be_the_file_hashed(tmp_path: Path) -> None:
+    """A reader that let go of the pieces and needs the text whole (uv.lock out of uv's layout) reads the file
+    again: refused where its bytes are no longer those the import records."""
+    path = tmp_path / "uv.lock"
+    path.write_text("version = 1\n")
+    pieces, sha256 = foreign_format.read_in_pieces(path)
+    assert ForeignFile(path, pieces, sha256).text_again() == "version = 1\n"
+    path.write_text("version = 2\n")
+    with pytest.raises(UserError, match="changed while it was imported"):
+        ForeignFile(path, pieces, sha256).text_again()
 
 
 def _renamed(source: Path, to: Path) -> Path:
