@@ -65,7 +65,10 @@ class _NotSimple(Exception):
     """The text is not in the layout the rewrite reads exactly: `tomllib` reads it."""
 
 
-_CHUNK = 4 << 20  # characters of the package region rewritten and read at a time
+# characters of the package region rewritten and read at a time: a region's whole tables are made at once and what
+# is kept of them is placed among them, so a larger region leaves the document spread over more memory (at 100k
+# packages, resident memory after the read: 164 MiB at 4 MiB, 133 at 1 MiB, 122 at 256 KiB, for the same CPU time)
+_CHUNK = 1 << 18
 
 
 def _kept_whole(package: dict[str, Any]) -> dict[str, Any]:
