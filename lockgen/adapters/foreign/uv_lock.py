@@ -281,11 +281,14 @@ _KEEPERS = {
 }
 
 
+_LET_GO = ("wheels", "dependencies", "optional-dependencies", "dev-dependencies")  # of a converted entry given away
+
+
 def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = False) -> UvImport:
     """The wheels uv would install from `data` (a parsed uv.lock) on each Linux platform, and what it would
-    need that cannot come over. `given_away`: the caller lets go of `data` after this, so each package's wheels are
-    let go of once the last platform's walk has pinned it (the pins hold what they need: at 300k packages the
-    document's wheels and every pin were held at once)."""
+    need that cannot come over. `given_away`: the caller lets go of `data` after this, so each package's wheels and
+    edges are let go of once it is pinned for every platform that reached it (the pins hold what they need: at 300k
+    packages the document's wheels and edges and every pin were held at once)."""
     if data.get("version") != 1:
         raise LockFormatError(
             f"uv.lock version {TOML.value_of(data.get('version'))} is not supported", "lockgen imports uv.lock v1"
@@ -314,8 +317,9 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
         for entry, platforms in platforms_of.values():
             for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
                 found_on[platform].append(found)
-            if given_away:
-                entry.pop("wheels", None)
+            if given_away:  # nothing reads them now: the walks are over, the entry converted
+                for key in _LET_GO:
+                    entry.pop(key, None)
     for found in (found for platform in walks for found in found_on[platform]):
         if isinstance(found, PinnedWheel):
             pins.append(found)
