@@ -102,7 +102,8 @@ def test_a_large_lock_is_read_and_walked_in_bounded_memory() -> None:
     with each edge kept as five slots, not a table (1,044 and 762), 1,528 with what the walk works out of an edge
     held on it and each package kept as ten slots (936 and 592). Once converted, a package given away lets go of
     its edges too, not only its wheels: the document and the pins after the conversion, 1,443 bytes a package
-    before, 1,233 since."""
+    before, 1,233 since; 1,337 with the nodes a walk expanded marked on the packages, not kept in a set (953 and
+    383: the walk was 563)."""
     from benchmarks.bench_uv_lock_import import uv_lock_text
 
     packages = 1000
@@ -120,7 +121,7 @@ def test_a_large_lock_is_read_and_walked_in_bounded_memory() -> None:
     finally:
         tracemalloc.stop()
     assert len(found.pins) == 2 * packages
-    assert kept / packages < 1000 and walk / packages < 650, (kept / packages, walk / packages)
+    assert kept / packages < 1000 and walk / packages < 450, (kept / packages, walk / packages)
     assert after / packages < 1300, after / packages  # 1,443 while a converted package kept its edges
 
 

@@ -101,12 +101,12 @@ PACKAGE_KEYS = tuple(_PACKAGE_SLOTS)  # the keys of a package the walk and the c
 
 
 class KeptPackage(Mapping[str, Any]):
-    """What the walk and the conversion read of a `[[package]]` table (`PACKAGE_KEYS`), read as the table is: ten
-    slots, 120 bytes, where a table of six keys or more was 272 to 400 (one for each package of a lock); and the
-    name as the graph keys it (`key`), worked out on the first walk over it. `pop` lets go of a key's value (the
-    wheels, once the last platform is pinned)."""
+    """What the walk and the conversion read of a `[[package]]` table (`PACKAGE_KEYS`), read as the table is: twelve
+    slots, 136 bytes, where a table of six keys or more was 272 to 400 (one for each package of a lock); the name as
+    the graph keys it (`key`), worked out on the first walk over it; and the nodes of it the last walk expanded
+    (`_traverse`). `pop` lets go of a key's value (the wheels and edges, once converted)."""
 
-    __slots__ = (*_PACKAGE_SLOTS.values(), "key")
+    __slots__ = (*_PACKAGE_SLOTS.values(), "key", "walked_by", "walked_kinds")
 
     def __init__(self, kept: dict[str, Any]) -> None:
         """The package whose table holds `kept` (the values kept for its keys)."""
@@ -120,6 +120,8 @@ class KeptPackage(Mapping[str, Any]):
         self._wheels = kept.get("wheels", ABSENT)
         self._sdist = kept.get("sdist", ABSENT)
         self.key: str | None = None
+        self.walked_by: object = None  # the last walk that expanded its own node (`_traverse`)
+        self.walked_kinds: tuple[Any, ...] | None = None  # that walk and the extras and groups it expanded
 
     def __getitem__(self, key: str) -> Any:
         value = self.get(key, ABSENT)
@@ -201,12 +203,17 @@ class UvGraph:
         return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
 
     def let_go_of_edges(self) -> None:
-        """Forgets what the walks worked out of each edge (a third of what a walk holds), once no walk follows."""
+        """Forgets what the walks worked out of each edge (a third of what a walk holds) and the nodes they marked
+        expanded, once no walk follows."""
         self.edges.clear()
         self.extras.clear()
         for edge in self.walked_edges:
             edge.walked = None
         self.walked_edges.clear()
+        for group in self.entries.values():
+            for entry in group:
+                if type(entry) is KeptPackage:
+                    entry.walked_by = entry.walked_kinds = None
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
@@ -305,14 +312,19 @@ def _traverse(
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
     reached: dict[str, dict[str, Any]] = {}
     pending = list(starts)
-    expanded: set[int | tuple[int, str, str]] = set()  # a package's own node by its entry's id alone
+    walk = _Walk()  # marks the `KeptPackage`s whose nodes this walk expanded
+    expanded: set[int | tuple[int, str, str]] = set()  # those of other entries (a package's own by its id alone)
     target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
     while pending:
         entry, kind, name = pending.pop()
-        node = (id(entry), kind, name) if kind else id(entry)
-        if node in expanded:
-            continue
-        expanded.add(node)
+        if type(entry) is KeptPackage:
+            if not walk.first_time(entry, kind, name):
+                continue
+        else:
+            node = (id(entry), kind, name) if kind else id(entry)
+            if node in expanded:
+                continue
+            expanded.add(node)
         key = key_of(entry)
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
@@ -342,6 +354,29 @@ def _traverse(
             if extras:
                 pending += [(target, "extra", extra) for extra in extras]
     return reached
+
+
+class _Walk:
+    """One walk over the graph, marking on each `KeptPackage` the nodes it expanded (the package's own, and each
+    extra or group of it): a set of every node, a tuple and an id each, was a third of what a walk held."""
+
+    __slots__ = ()
+
+    def first_time(self, entry: KeptPackage, kind: str, name: str) -> bool:
+        """Whether this walk expands the node for the first time (it is marked expanded, then)."""
+        if not kind:
+            if entry.walked_by is self:
+                return False
+            entry.walked_by = self
+            return True
+        marks = entry.walked_kinds  # (the walk, kind, name, kind, name, ...) of the last walk that expanded one
+        if marks is None or marks[0] is not self:
+            entry.walked_kinds = (self, kind, name)
+            return True
+        if any(marks[at] == kind and marks[at + 1] == name for at in range(1, len(marks), 2)):
+            return False
+        entry.walked_kinds = (*marks, kind, name)
+        return True
 
 
 def _edge(graph: UvGraph, edge: dict[str, Any] | KeptEdge) -> Walked:
