@@ -19,6 +19,7 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 
 from __future__ import annotations
 
+import re
 from sys import intern
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -156,32 +157,50 @@ class KeptWheel(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 class KeptWheels(Sequence[KeptWheel]):
     """A package's wheels where each is a table with a `url` and a `hash` string, neither holding a line end: one
     string, each wheel's URL and hash on lines of their own, read back as `KeptWheel`s (the same values) when the
     package is converted. A list of two wheels, their slots and four strings was 660 bytes (six blocks of the
-    allocator), the string is 330: traced, the benchmark's lock kept 1,508 bytes a package, 1,220 so."""
+    allocator), the string is 330: traced, the benchmark's lock kept 1,508 bytes a package, 1,220 so. Where every
+    URL is ASCII and every hash `sha256:` and 64 lowercase hex digits (as uv writes them), the string is bytes: the
+    URLs' lines, then each digest's 32 bytes (`count` of them), 240 bytes for the benchmark's two wheels."""
 
-    __slots__ = ("_lines",)
+    __slots__ = ("_count", "_lines")
 
-    def __init__(self, lines: str) -> None:
+    def __init__(self, lines: str | bytes, count: int | None = None) -> None:
         self._lines = lines
+        self._count = count
 
     @classmethod
     def of(cls, wheels: list[Any]) -> KeptWheels | None:
         """The wheels as one string, or None where one is not a table of a `url` and a `hash` that are line-free
         strings (kept as a list of `KeptWheel`s, read as before)."""
-        parts: list[str] = []
+        urls: list[str] = []
+        digests: list[str] = []
         for wheel in wheels:
             if type(wheel) is not dict:
                 return None
             url, digest = wheel.get("url"), wheel.get("hash")
             if type(url) is not str or type(digest) is not str or "\n" in url or "\n" in digest:
                 return None
-            parts += (url, digest)
-        return cls("\n".join(parts)) if parts else None
+            urls.append(url)
+            digests.append(digest)
+        if not urls:
+            return None
+        if all(url.isascii() for url in urls) and all(_SHA256.fullmatch(digest) for digest in digests):
+            raw = bytes.fromhex("".join(digest[7:] for digest in digests))
+            return cls("\n".join(urls).encode("ascii") + raw, len(urls))
+        return cls("\n".join(part for pair in zip(urls, digests) for part in pair))
 
     def _wheels(self) -> list[KeptWheel]:
+        if isinstance(self._lines, bytes):
+            count = self._count or 0
+            urls = self._lines[: -32 * count].decode("ascii").split("\n")
+            raw = self._lines[-32 * count :]
+            return [KeptWheel(url, "sha256:" + raw[32 * at : 32 * at + 32].hex()) for at, url in enumerate(urls)]
         lines = self._lines.split("\n")
         return [KeptWheel(url, digest) for url, digest in zip(lines[::2], lines[1::2])]
 
@@ -189,6 +208,8 @@ class KeptWheels(Sequence[KeptWheel]):
         return iter(self._wheels())
 
     def __len__(self) -> int:
+        if isinstance(self._lines, bytes):
+            return self._count or 0
         return (self._lines.count("\n") + 1) // 2
 
     @overload
