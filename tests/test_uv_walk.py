@@ -221,3 +221,24 @@ def test_a_fork_marker_never_judged_is_passed_over_as_before() -> None:
     )
     found = read_uv_lock(data, UvChoices(python="3.12"))
     assert {(pin.platform, pin.version) for pin in found.pins} == {("linux-64", "1.0"), ("linux-aarch64", "1.0")}
+
+
+def test_the_entries_are_made_as_the_pins_are_let_go_of() -> None:
+    """Each pin is let go of as its entry is made, in the pins' order: at 300k packages the 600k pins (72 bytes each)
+    were held beside their entries, the import's peak once the walk's was lowered."""
+    count = 20_000
+    tracemalloc.start()
+    try:
+        pins = [
+            uv_lock.PinnedWheel("linux-64", f"p{i}", "1.0", f"https://x/p{i}-1.0-py3-none-any.whl", f"{i:064x}")
+            for i in range(count)
+        ]
+        expected = [(pin.name, pin.url, pin.sha256) for pin in pins]
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        entries = uv_lock.entries_of(pins)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(entry.name, entry.url, entry.hash.sha256) for entry in entries] == expected and not pins
+    assert (peak - before) / count < 200, (peak - before) / count  # the entries less the pins (232 while held)

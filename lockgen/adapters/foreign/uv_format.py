@@ -11,7 +11,7 @@ from functools import partial
 
 from lockgen.adapters.foreign.document_shape import TEXT, TOML, Shape, read_in_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
-from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, read_uv_lock
+from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, entries_of, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.requests import ImportOptions
@@ -100,10 +100,12 @@ class UvLock:
         read = partial(read_uv_lock, document, choices, given_away=True)
         found = read_in_shape(read, document, _DOCUMENT, self.name, _REWRITE, TOML)
         del read, document  # the partial held it too, while every entry was made
+        pins = list(found.pins)
+        found = replace(found, pins=())  # the pins held by the list alone, each let go of as its entry is made
         return Imported(
             f"uv.lock v1 (CPython {found.python})",
             (),
-            found.packages,
+            entries_of(pins),
             file.sha256,
             found.skipped,
             assumed=said + found.assumed,
