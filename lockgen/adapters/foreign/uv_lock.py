@@ -41,6 +41,7 @@ from lockgen.adapters.foreign.uv_graph import (
     EDGE_KEYS,
     KeptEdge,
     KeptPackage,
+    KeptTable,
     Node,
     PACKAGE_KEYS,
     UvGraph,
@@ -257,11 +258,15 @@ class WalkedParts:
         return KeptPackage(kept)
 
     def _edge_lists(self, value: Any) -> Any:
-        """An extra's or group's table of edge lists, kept as `_one` keeps a table, each list as `_edges` keeps it."""
+        """An extra's or group's table of edge lists, kept as a `KeptTable` (held once where equal, as `_one` holds a
+        table), each list as `_edges` keeps it."""
         if type(value) is not dict:
             return self._one(value)
         table = {intern(key): self._edges(item) for key, item in value.items()}
-        return self._shared.setdefault((dict, *table, *map(id, table.values())), table)
+        keys = tuple(table)
+        keys = self._shared.setdefault((tuple, *map(id, keys)), keys)  # the keys are interned: their ids stand
+        kept = KeptTable(keys, tuple(table.values()))
+        return self._shared.setdefault((KeptTable, id(keys), *map(id, kept._values)), kept)
 
     def _edges(self, value: Any) -> Any:
         """A list of edges, kept as `_one` keeps a list, each table in it a `KeptEdge` held once where equal (a
