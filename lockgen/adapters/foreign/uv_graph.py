@@ -46,9 +46,10 @@ class KeptEdge(Mapping[str, Any]):
     """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
     `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
     bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock); and what the
-    walk works out of it (`walked`), in place of a table of those by the edge's id."""
+    walk works out of it (`named`, `extras`, `candidates`: `Walked`'s parts, three slots where a tuple of them was
+    64 bytes), in place of a table of those by the edge's id."""
 
-    __slots__ = (*_EDGE_SLOTS.values(), "walked")
+    __slots__ = (*_EDGE_SLOTS.values(), "named", "extras", "candidates")
 
     def __init__(self, kept: dict[str, Any]) -> None:
         """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
@@ -57,7 +58,10 @@ class KeptEdge(Mapping[str, Any]):
         self._marker = kept.get("marker", ABSENT)
         self._version = kept.get("version", ABSENT)
         self._source = kept.get("source", ABSENT)
-        self.walked: Walked | None = None  # what the walk worked out of it (`_edge`), while the walks last
+        # what the walk worked out of it (`_edge`), while the walks last
+        self.named: tuple[str, ...] = ()
+        self.extras: tuple[str, ...] = ()
+        self.candidates: Sequence[dict[str, Any]] | None = None
 
     def _parts(self) -> tuple[Any, ...]:
         return (self._name, self._extra, self._marker, self._version, self._source)
@@ -199,7 +203,7 @@ class UvGraph:
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
     # what each edge that is no `KeptEdge` names (a workspace root's), worked out once and read on every walk (a
-    # lock's object ids, while the graph lives); a `KeptEdge` holds its own (`walked`), listed in `walked_edges`
+    # lock's object ids, while the graph lives); a `KeptEdge` holds its own, listed in `walked_edges`
     edges: dict[int, Walked] = field(default_factory=dict, compare=False, repr=False)
     walked_edges: list[KeptEdge] = field(default_factory=list, compare=False, repr=False)
     extras: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)  # by list's id
@@ -236,7 +240,7 @@ class UvGraph:
         self.edges.clear()
         self.extras.clear()
         for edge in self.walked_edges:
-            edge.walked = None
+            edge.named, edge.extras, edge.candidates = (), (), None
         self.walked_edges.clear()
         for group in self.entries.values():
             for entry in group:
@@ -413,10 +417,10 @@ def _edge(graph: UvGraph, edge: dict[str, Any] | KeptEdge) -> Walked:
     edges), those extras normalised, and the entries it may point at: worked out on the first walk over it, kept
     on the edge (a `KeptEdge`) or in the graph for the others."""
     if type(edge) is KeptEdge:
-        if edge.walked is None:
-            edge.walked = _worked_out(graph, edge)
+        if edge.candidates is None:
+            edge.named, edge.extras, edge.candidates = _worked_out(graph, edge)
             graph.walked_edges.append(edge)
-        return edge.walked
+        return edge.named, edge.extras, edge.candidates
     known = graph.edges.get(id(edge))
     if known is None:
         known = graph.edges[id(edge)] = _worked_out(graph, edge)
