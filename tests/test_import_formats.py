@@ -4,18 +4,22 @@ naming the format, and the guide's table of formats is the registry's."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from lockgen.adapters.foreign import foreign_locks
+from lockgen.adapters.foreign import foreign_format, foreign_locks
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.import_lock import import_lock, import_notes
-from lockgen.errors import FlagError, LockFormatError
-from lockgen.model.lock import LockedPackage, PackageHash
+from lockgen.errors import FlagError, LockFormatError, UserError
+from lockgen.model.lock import LockedPackage, PackageHash, pip_wheel
 from lockgen.model.requests import ImportOptions
 from tests.conftest import run_cli
 
@@ -117,11 +121,49 @@ def _conda_lock(tmp_path: Path) -> Path:
     ids=["explicit", "pylock", "pylock-by-content", "uv", "pixi", "conda-lock"],
 )
 def test_each_file_is_recognised_by_its_own_format(
-    source: Callable[[Path], Path], expected: str, tmp_path: Path
+    source: Callable[[Path], Path], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each format recognises its own file whole, and read in pieces as the import reads it (a piece of a few
+    lines: a format judging lines judges each piece's, no line being cut between two)."""
     path = source(tmp_path)
     file = ForeignFile(path, path.read_text(), "0" * 64)
     assert [form.name for form in foreign_locks.FORMATS if form.recognises(file)] == [expected]
+    monkeypatch.setattr(foreign_format, "_BLOCK", 16)
+    monkeypatch.setattr(foreign_format, "_PIECE", 32)
+    pieces, _ = foreign_format.read_in_pieces(path)
+    assert len(pieces) > 3 and "".join(pieces) == path.read_text()
+    file = ForeignFile(path, pieces, "0" * 64)
+    assert [form.name for form in foreign_locks.FORMATS if form.recognises(file)] == [expected]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=200), st.integers(1, 9), st.integers(1, 40))
+def test_a_file_is_read_in_pieces_as_its_bytes_decode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, block: int, piece: int
+) -> None:
+    """The pieces of a file's text are its bytes decoded as `bytes.decode` decodes them (a character or a bad byte
+    split between two blocks), each but the last ending at a line end, and the sha256 is its bytes'."""
+    data = data.replace(b"a", "é\n".encode()).replace(b"b", b"\n[[p") + b"\xc3"  # characters of two bytes, headers
+    path = tmp_path / "lock"
+    path.write_bytes(data)
+    monkeypatch.setattr(foreign_format, "_BLOCK", block)
+    monkeypatch.setattr(foreign_format, "_PIECE", piece)
+    pieces, sha256 = foreign_format.read_in_pieces(path)
+    assert "".join(pieces) == data.decode("utf-8", errors="replace")
+    assert sha256 == hashlib.sha256(data).hexdigest()
+    assert all(piece.endswith("\n") for piece in pieces[:-1]) and all(pieces)
+
+
+def test_a_file_read_again_must_be_the_file_hashed(tmp_path: Path) -> None:
+    """A reader that let go of the pieces and needs the text whole (uv.lock out of uv's layout) reads the file
+    again: refused where its bytes are no longer those the import records."""
+    path = tmp_path / "uv.lock"
+    path.write_text("version = 1\n")
+    pieces, sha256 = foreign_format.read_in_pieces(path)
+    assert ForeignFile(path, pieces, sha256).text_again() == "version = 1\n"
+    path.write_text("version = 2\n")
+    with pytest.raises(UserError, match="changed while it was imported"):
+        ForeignFile(path, pieces, sha256).text_again()
 
 
 def _renamed(source: Path, to: Path) -> Path:
@@ -181,3 +223,62 @@ def test_the_guide_lists_each_format_as_the_registry_declares_it() -> None:
         for form in foreign_locks.FORMATS
     ]
     assert [[row[0], row[2], row[3]] for row in rows[1:]] == expected
+
+
+_ENTRY = st.tuples(st.sampled_from(["linux-64", "linux-aarch64"]), st.sampled_from("abc"), st.sampled_from("12"))
+
+
+def _wheel(platform: str, name: str, version: str) -> LockedPackage:
+    return pip_wheel(name, version, platform, f"https://x/{name}-{version}-py3-none-any.whl", "0" * 64)
+
+
+@given(st.lists(_ENTRY, max_size=8), st.booleans())
+def test_an_entry_listed_again_is_kept_once_and_one_that_differs_refused_in_any_order(
+    entries: list[tuple[str, str, str]], ordered: bool
+) -> None:
+    """An entry listed again as it is is kept once, two of one name and platform that differ are refused naming
+    both, whatever the entries' order (in the lock's order only the last entry kept is compared), as a table of
+    every entry seen did; and the lock's order is kept or made as a sort makes it."""
+    from lockgen.api.import_lock import _once_each
+    from lockgen.core.lock.lock_builder import in_lock_order
+
+    packages = [_wheel(*entry) for entry in (sorted(entries) if ordered else entries)]
+    expected: dict[tuple[str, str, str], LockedPackage] = {}  # the rule, as a table of every entry seen
+    refused = None
+    for package in packages:
+        first = expected.setdefault((package.platform, package.manager, package.name), package)
+        if first is not package and first != package:
+            refused = f"holds {package.name} twice for {package.platform} ({first.version} and {package.version})"
+            break
+    if refused is not None:
+        with pytest.raises(LockFormatError, match=re.escape(refused)):
+            _once_each(packages, Path("x"))
+    else:
+        assert _once_each(packages, Path("x")) == list(expected.values())
+    assert list(in_lock_order(packages)) == sorted(packages, key=lambda p: p.sort_key())
+    if ordered:
+        assert in_lock_order(packages) is packages
+
+
+def test_a_lock_s_entries_in_its_order_are_kept_and_built_without_a_record_per_entry() -> None:
+    """Entries that come in the lock's order (a uv.lock's do) are kept once each and built into a lock without a
+    record per entry (a table of every entry and a sort key each, about 180 bytes an entry between them, 600k
+    entries at 300k packages: the peak of the import's last phase)."""
+    import tracemalloc
+
+    from lockgen.api.import_lock import _once_each
+    from lockgen.core.lock.lock_builder import imported_lock
+
+    entries = 60_000  # the package set's JSON is hashed 1,024 entries at a time: about 1 MiB whatever the count
+    packages = [_wheel("linux-64", f"p{i:05}", "1.0") for i in range(entries)]
+    tracemalloc.start()
+    try:
+        kept = _once_each(packages, Path("x"))
+        once_each = tracemalloc.get_traced_memory()[1]  # the list kept, and the peak above it
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        imported_lock("cpu", "x", "uv.lock", "0" * 64, None, (), (), ("linux-64",), kept, {}, (), "3.12")
+        built = tracemalloc.get_traced_memory()[1] - held  # the lock's tuple of entries, and the peak above it
+    finally:
+        tracemalloc.stop()
+    assert once_each / entries < 30 and built / entries < 60, (once_each / entries, built / entries)

@@ -646,3 +646,75 @@ def test_a_pypi_version_is_judged_by_its_own_text_whatever_was_judged_before() -
         assert lock_fields._pep440(f"{number}.0")
     assert len(lock_fields._PEP440_SEEN) <= lock_fields._PEP440_SEEN_AT_MOST
     assert long_version not in lock_fields._PEP440_SEEN
+
+
+_ENTRIES = st.lists(
+    st.tuples(
+        st.sampled_from(["linux-64", "linux-aarch64", "osx-arm64"]),
+        st.sampled_from(["pip", "conda"]),
+        st.text("ab", max_size=2),
+    ),
+    max_size=8,
+)
+
+
+@given(_ENTRIES, st.booleans())
+def test_a_package_listed_twice_for_a_platform_is_refused_in_any_order(
+    entries: list[tuple[str, str, str]], ordered: bool
+) -> None:
+    """A lock naming a package twice for one platform, or an entry of a platform it does not list, is refused,
+    naming the first such entry, whatever the entries' order: in lockgen's order only each entry's predecessor is
+    compared (no set of every entry is held), out of it each is looked up among all before it, as before."""
+    from lockgen.core.lock.lock_fields import _check_once_each
+    from lockgen.errors import LockFieldError
+    from lockgen.model.lock import Lock, LockedPackage, LockMetadata, PackageHash
+
+    if ordered:
+        entries = sorted(entries)
+    packages = tuple(
+        LockedPackage(name=f"n{name}", version="1", manager=manager, platform=platform, url="", hash=PackageHash())  # type: ignore[arg-type]
+        for platform, manager, name in entries
+    )
+    platforms = ("linux-64", "linux-aarch64")
+    metadata = LockMetadata(content_hash={}, channels=(), platforms=platforms, sources=(), custom_metadata={})
+    lock = Lock(metadata=metadata, package=packages)
+    expected = None  # the rule, as a set of every entry seen
+    seen: set[tuple[str, str, str]] = set()
+    for platform, manager, name in entries:
+        if platform == "osx-arm64":
+            expected = f"{manager} package `n{name}`: its platform `osx-arm64` is not among metadata.platforms"
+            break
+        if (platform, manager, name) in seen:
+            expected = f"holds {manager} package `n{name}` twice for {platform}"
+            break
+        seen.add((platform, manager, name))
+    if expected is None:
+        _check_once_each(lock, "x")
+        return
+    with pytest.raises(LockFieldError, match=re.escape(expected)):
+        _check_once_each(lock, "x")
+
+
+def test_a_lock_in_lockgen_s_order_is_checked_without_a_record_per_entry() -> None:
+    """The check of a lock whose entries are in lockgen's order holds nothing per entry beyond a list of them for
+    its package sets (a set of every entry's identity was about 90 bytes an entry: 600k entries at 300k packages)."""
+    import tracemalloc
+
+    from lockgen.core.lock.lock_fields import check_lock
+    from lockgen.model.lock import Lock, LockMetadata, pip_wheel
+
+    entries = 20_000
+    packages = tuple(
+        pip_wheel(f"p{i:05}", "1.0", "linux-64", f"https://files.example/p{i:05}-1.0-py3-none-any.whl", f"{i:064x}")
+        for i in range(entries)
+    )
+    metadata = LockMetadata(content_hash={}, channels=(), platforms=("linux-64",), sources=(), custom_metadata={})
+    lock = Lock(metadata=metadata, package=packages)
+    check_lock(lock, "x")  # the caches every check fills (bounded)
+    tracemalloc.start()
+    try:
+        check_lock(lock, "x")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak / entries < 40, peak / entries

@@ -6,6 +6,7 @@ refuses or reads otherwise."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import tomllib
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from lockgen.adapters.foreign import uv_lock, uv_lock_toml
 from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
-from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
+from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces, read_uv_toml
 from lockgen.errors import UserError
 from tests.conftest import has_shared, shared_dir
 
@@ -46,7 +47,8 @@ _TEXT = st.lists(
     st.one_of(st.sampled_from(_TRICKY), st.text(alphabet="abcXYZ09-_.:/=<>!~ ", max_size=12)), max_size=5
 ).map("".join)
 _SAFE = st.text(alphabet="abcxyz0189-_.:/=<>!~ '", max_size=20).filter(lambda s: " = " not in s)
-_KEY = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)
+# a bare key; none holding `null`, which the rewrite hands to tomllib wherever it stands (uv writes no such key)
+_KEY = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True).filter(lambda key: "null" not in key)
 
 
 def _string(text: str) -> str:
@@ -114,6 +116,31 @@ def test_a_lock_in_uvs_layout_takes_the_fast_path(text: str) -> None:
     """The rewrite reads these itself (no fallback), so the tests above and below test it, not tomllib twice."""
     assert uv_lock_toml._read_simple(text) == tomllib.loads(text)
     assert uv_lock_toml._read_simple(text, chunk=1) == tomllib.loads(text)  # each package a piece of its own
+
+
+def _in_pieces(text: str, cuts: list[float]) -> list[str]:
+    """`text` cut at line ends near each of `cuts` (fractions of its length), some before a `[[package]]` line."""
+    ends = sorted({text.find("\n", int(cut * len(text))) + 1 for cut in cuts} - {0, len(text)})
+    ends += [at + 1 for at in range(len(text)) if text.startswith("\n[[package]]", at)][: len(cuts)]
+    bounds = [0, *sorted(set(ends)), len(text)]
+    return [text[start:end] for start, end in itertools.pairwise(bounds) if end > start]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_lock(_TEXT), st.lists(st.floats(0, 1), max_size=6), st.sampled_from([uv_lock_toml._CHUNK, 1, 40]))
+def test_a_lock_read_in_pieces_reads_as_the_whole_text(text: str, cuts: list[float], chunk: int) -> None:
+    """The import hands the reader the text in pieces (each let go of as it is read): cut anywhere at a line end,
+    or before a `[[package]]` line (a piece then read alone), the packages read as from the whole text; where
+    `tomllib` must read it, the text is got again whole."""
+    pieces = _in_pieces(text, cuts)
+    assert "".join(pieces) == text
+    assert _outcome(lambda t: read_uv_pieces(pieces, lambda: t), text) == _outcome(tomllib.loads, text)
+    assert not pieces  # every piece let go of
+    try:
+        whole = uv_lock_toml._read_simple(text, chunk=chunk)
+    except (uv_lock_toml._NotSimple, ValueError, RecursionError):
+        return
+    assert uv_lock_toml._read_simple(_in_pieces(text, cuts), chunk=chunk) == whole
 
 
 _SNIPPETS = [

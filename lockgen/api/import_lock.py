@@ -174,12 +174,26 @@ def _named(left_out: Sequence[tuple[UnhashedWheel, str]]) -> str:
 
 def _once_each(packages: Sequence[LockedPackage], source: Path) -> list[LockedPackage]:
     """Each package once per platform: an entry listed again as it is (an @EXPLICIT file naming an archive twice)
-    is kept once, as conda installs it once; two entries of one name that differ (versions, builds) are refused."""
-    kept: dict[tuple[str, str, str], LockedPackage] = {}
+    is kept once, as conda installs it once; two entries of one name that differ (versions, builds) are refused.
+    Where the entries come in the lock's order (a uv.lock's do), an entry listed again follows its first, so only
+    the last kept is compared (a table of every entry, 600k at 300k packages, was the peak of the import's last
+    phase); from the first entry out of that order on, each is looked up among all kept before it."""
+    kept: list[LockedPackage] = []
+    firsts: dict[tuple[str, str, str], LockedPackage] | None = None  # made at the first entry out of order
     for package in packages:
         key = (package.platform, package.manager, package.name)
-        first = kept.setdefault(key, package)
-        if first is not package and (first.version, first.build, first.url, first.hash) != (
+        if firsts is None and kept and package.sort_key() < kept[-1].sort_key():
+            firsts = {}
+            for earlier in kept:
+                firsts.setdefault((earlier.platform, earlier.manager, earlier.name), earlier)
+        if firsts is None:
+            last = kept[-1] if kept else None
+            first = last if last is not None and (last.platform, last.manager, last.name) == key else package
+        else:
+            first = firsts.setdefault(key, package)
+        if first is package:
+            kept.append(package)
+        elif (first.version, first.build, first.url, first.hash) != (
             package.version,
             package.build,
             package.url,
@@ -190,7 +204,7 @@ def _once_each(packages: Sequence[LockedPackage], source: Path) -> list[LockedPa
                 f"`{source}` holds {package.name} twice for {package.platform} ({one} and {other})",
                 "name one with --python, --extra or --group (uv.lock), or keep one line of it",
             )
-    return list(kept.values())
+    return kept
 
 
 def _told_apart(first: LockedPackage, second: LockedPackage) -> tuple[str, str]:

@@ -32,8 +32,9 @@ class ExplicitFile:
     refuses: tuple[str, ...] = ("a pip line's sdist",)
 
     def recognises(self, file: ForeignFile) -> bool:
-        text = file.text  # split into lines only where the word is: a large uv.lock's lines are many strings
-        return "@EXPLICIT" in text and "@EXPLICIT" in text.splitlines()
+        # split into lines only where the word is (a large uv.lock's lines are many strings), a piece at a time (no
+        # line is cut between two)
+        return any("@EXPLICIT" in piece and "@EXPLICIT" in piece.splitlines() for piece in file.pieces)
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
         packages, skipped, hashless = _explicit(file.text, file.path)

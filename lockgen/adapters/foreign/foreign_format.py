@@ -7,11 +7,15 @@ in words, as the guide lists them; each one skipped is named with its reason in 
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from lockgen.adapters import user_files
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
+from lockgen.errors import UserError
 from lockgen.model.lock import LockedPackage
 from lockgen.model.requests import ImportOptions
 
@@ -35,31 +39,90 @@ class Imported:
         return tuple(sorted({p.platform for p in self.packages}))
 
 
+_CHANGED = "import it again once nothing writes to it"
+_BLOCK = 8 << 20  # bytes of a foreign lock read, hashed and decoded at a time
+# characters a piece holds at least (where the text goes on): more than glibc's largest threshold for a block of
+# its own (32 MiB), so each piece is mapped alone and given back once let go of (pieces on the heap left it full)
+_PIECE = 36 << 20
+
+
+def read_in_pieces(path: Path) -> tuple[list[str], str]:
+    """The text of the file at `path` (UTF-8, undecodable bytes replaced, as `bytes.decode` replaces them) in
+    pieces of about `_PIECE` characters, each but the last ending at a line end (before a line that starts with
+    `[[` where the piece's last block has one: a TOML array of tables' header, where a reader may cut the text
+    without joining two pieces), and the sha256 of its bytes. The bytes and the text of a 300k-package uv.lock
+    were held at once (400 MiB), and its text whole while it was read. An OSError where the file cannot be read
+    (`user_files.opened`: only a regular file is)."""
+    hasher = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pieces: list[str] = []
+    parts: list[str] = []  # the decoded blocks of the next piece
+    held = 0  # their characters
+    with user_files.opened(path) as stream:
+        while block := stream.read(_BLOCK):
+            hasher.update(block)
+            parts.append(decoder.decode(block))
+            held += len(parts[-1])
+            if held >= _PIECE:
+                last = parts[-1]
+                cut = last.rfind("\n[[") + 1 or last.rfind("\n") + 1
+                if cut:
+                    pieces.append("".join([*parts[:-1], last[:cut]]))
+                    parts = [last[cut:]]
+                    held = len(parts[0])
+    parts.append(decoder.decode(b"", final=True))
+    if any(parts):
+        pieces.append("".join(parts))
+    return pieces, hasher.hexdigest()
+
+
 class ForeignFile:
-    """A foreign lock as read once: its path, the sha256 of its bytes, its text, and that text read as YAML at
-    most once (pixi.lock and conda-lock.yml are told apart by their parsed keys, then read from them).
+    """A foreign lock as read once: its path, the sha256 of its bytes, its text (in pieces, each but the last
+    ending at a line end, joined for a reader that asks for it whole), and that text read as YAML at most once
+    (pixi.lock and conda-lock.yml are told apart by their parsed keys, then read from them).
 
-    A reader that parses the text itself takes it with `handed_text`, after which the file no longer holds it:
-    a large uv.lock's text is not kept while its parsed document is walked."""
+    A reader that parses the pieces itself takes them with `handed_pieces`, after which the file no longer holds
+    them: a large uv.lock's text is let go of a piece at a time as it is read, and not kept while its parsed
+    document is walked."""
 
-    def __init__(self, path: Path, text: str, sha256: str) -> None:
+    def __init__(self, path: Path, text: str | list[str], sha256: str) -> None:
         self.path = path
         self.sha256 = sha256
-        self._text: str | None = text
+        self._pieces: list[str] | None = [text] if isinstance(text, str) else text
         self._yaml: object = None
         self._yaml_problem: BaseException | None = None
         self._yaml_read = False
 
     @property
-    def text(self) -> str:
-        if self._text is None:
+    def pieces(self) -> list[str]:
+        """The text in pieces, each but the last ending at a line end (a line is never cut)."""
+        if self._pieces is None:
             raise RuntimeError("the file's text was handed to its reader")
-        return self._text
+        return self._pieces
 
-    def handed_text(self) -> str:
-        """The text, which this file no longer holds."""
-        text, self._text = self.text, None
-        return text
+    @property
+    def text(self) -> str:
+        """The text whole (its pieces joined, once)."""
+        pieces = self.pieces
+        if len(pieces) != 1:
+            pieces[:] = ["".join(pieces)]
+        return pieces[0]
+
+    def handed_pieces(self) -> list[str]:
+        """The text's pieces, which this file no longer holds."""
+        pieces, self._pieces = self.pieces, None
+        return pieces
+
+    def text_again(self) -> str:
+        """The text read again from the file, for a reader that let go of its pieces and needs it whole: refused
+        where the file's bytes are no longer those hashed (what is read must be what the import records)."""
+        try:
+            pieces, sha256 = read_in_pieces(self.path)
+        except OSError as exc:
+            raise UserError(f"cannot read `{self.path}` again: {exc.strerror or exc}", _CHANGED) from None
+        if sha256 != self.sha256:
+            raise UserError(f"`{self.path}` changed while it was imported", _CHANGED)
+        return "".join(pieces)
 
     def yaml_mapping(self) -> dict[object, object] | None:
         """The text read as YAML (by the C reader where built) when it is a mapping; None when it is anything else

@@ -8,13 +8,11 @@ before it is read (a usage error naming the format and the options it takes), so
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from lockgen.adapters import user_files
 from lockgen.adapters.foreign.conda_lock_file import CondaLockFile
 from lockgen.adapters.foreign.explicit_file import ExplicitFile
-from lockgen.adapters.foreign.foreign_format import ForeignFile, ForeignFormat, Imported
+from lockgen.adapters.foreign.foreign_format import ForeignFile, ForeignFormat, Imported, read_in_pieces
 from lockgen.adapters.foreign.pixi_lock import PixiLock
 from lockgen.adapters.foreign.pylock import PylockToml
 from lockgen.adapters.foreign.uv_format import UvLock
@@ -32,11 +30,10 @@ def read_foreign(path: Path, options: ImportOptions) -> Imported:
     structure is broken (a missing key, a list where a string belongs, a cut-off end) is one error naming the
     format, and one no format recognises is refused, listing the formats."""
     try:
-        raw = user_files.read_bytes(path)
+        pieces, sha256 = read_in_pieces(path)
     except OSError as exc:
         raise UserError(f"cannot read `{path}`: {exc.strerror or exc}", "pass the path of a lock file") from None
-    file = ForeignFile(path, raw.decode("utf-8", errors="replace"), hashlib.sha256(raw).hexdigest())
-    del raw  # a large lock's bytes are not held while it is converted
+    file = ForeignFile(path, pieces, sha256)
     form = _format_of(file)
     _refuse_options(form, options, path)
     try:

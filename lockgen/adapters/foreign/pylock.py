@@ -86,7 +86,8 @@ class PylockToml:
 
     def recognises(self, file: ForeignFile) -> bool:
         named = file.path.name.startswith("pylock.") and file.path.suffix == ".toml"
-        return named or bool(_PEP751.search(file.text) and _PACKAGES.search(file.text))
+        found = (any(pattern.search(piece) for piece in file.pieces) for pattern in (_PEP751, _PACKAGES))
+        return named or all(found)  # a line's start is a piece's or follows a line end in it: no line is cut
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
         return _read_pylock(_checked(tomllib.loads(file.text)), options, file.sha256)

@@ -11,8 +11,8 @@ from functools import partial
 
 from lockgen.adapters.foreign.document_shape import TEXT, TOML, Shape, read_in_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
-from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, read_uv_lock
-from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
+from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, entries_of, read_uv_lock
+from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.requests import ImportOptions
 
@@ -86,20 +86,26 @@ class UvLock:
     )
 
     def recognises(self, file: ForeignFile) -> bool:
-        return file.path.suffix == ".lock" and file.text.lstrip().startswith("version = ")
+        if file.path.suffix != ".lock":
+            return False
+        # the first piece not all whitespace holds the text's start up to its line end, where `version = ` would be
+        head = next((piece.lstrip() for piece in file.pieces if piece.strip()), "")
+        return head.startswith("version = ")
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
         choices, said = _choices(file, options)
         # the text is not held while the walk reads the document, each package reduced as it is read to what the
         # walk uses; the document is not held while the entries are made (at 300k packages, 500 MiB)
-        document = read_uv_toml(file.handed_text(), WalkedParts())
+        document = read_uv_pieces(file.handed_pieces(), file.text_again, WalkedParts())
         read = partial(read_uv_lock, document, choices, given_away=True)
         found = read_in_shape(read, document, _DOCUMENT, self.name, _REWRITE, TOML)
-        del document
+        del read, document  # the partial held it too, while every entry was made
+        pins = list(found.pins)
+        found = replace(found, pins=())  # the pins held by the list alone, each let go of as its entry is made
         return Imported(
             f"uv.lock v1 (CPython {found.python})",
             (),
-            found.packages,
+            entries_of(pins),
             file.sha256,
             found.skipped,
             assumed=said + found.assumed,

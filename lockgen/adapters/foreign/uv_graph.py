@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +27,173 @@ from lockgen.model.names import normalize
 
 _EXTRA_TEST = re.compile(r"""extra\s*(==|!=)\s*(['"])([^'"]*)\2""")
 Node = tuple[dict[str, Any], str, str]  # (a package entry, "", "") or (entry, "extra" | "group", its name)
+# what the walk works out of an edge: the items its extras name, those extras, the entries it may point at
+Walked = tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]
 
 
 def item(package: str, kind: str, name: str) -> str:
     """A (package, extra|group) item as uv's conflict markers name it."""
     package = normalize(package)
     return f"{kind}-{len(package)}-{package}-{normalize(name)}"
+
+
+ABSENT: Any = object()  # a key a table did not have
+_EDGE_SLOTS = {"name": "_name", "extra": "_extra", "marker": "_marker", "version": "_version", "source": "_source"}
+EDGE_KEYS = tuple(_EDGE_SLOTS)  # the keys of an edge the walk reads
+
+
+class KeptEdge(Mapping[str, Any]):
+    """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
+    `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
+    bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock); and what the
+    walk works out of it (`named`, `extras`, `candidates`: `Walked`'s parts, three slots where a tuple of them was
+    64 bytes), in place of a table of those by the edge's id."""
+
+    __slots__ = (*_EDGE_SLOTS.values(), "named", "extras", "candidates")
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
+        self._name = kept.get("name", ABSENT)
+        self._extra = kept.get("extra", ABSENT)
+        self._marker = kept.get("marker", ABSENT)
+        self._version = kept.get("version", ABSENT)
+        self._source = kept.get("source", ABSENT)
+        # what the walk worked out of it (`_edge`), while the walks last
+        self.named: tuple[str, ...] = ()
+        self.extras: tuple[str, ...] = ()
+        self.candidates: Sequence[dict[str, Any]] | None = None
+
+    def _parts(self) -> tuple[Any, ...]:
+        return (self._name, self._extra, self._marker, self._version, self._source)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, ABSENT)
+        if value is ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
+        return self.get(key, ABSENT) is not ABSENT  # type: ignore[arg-type]
+
+    def get(self, key: str, default: Any = None) -> Any:  # the walk asks each edge's marker on every walk over it
+        if key == "marker":
+            value = self._marker
+        else:
+            slot = _EDGE_SLOTS.get(key) if type(key) is str else None
+            value = ABSENT if slot is None else getattr(self, slot)
+        return default if value is ABSENT else value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, value in zip(_EDGE_SLOTS, self._parts()) if value is not ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class KeptTable(Mapping[str, Any]):
+    """A package's table of extras or groups (`optional-dependencies`, `dev-dependencies`: each a list of edges),
+    read as the table is: its keys (a tuple held once for every table of the same keys) and its values, 104 bytes
+    where a table of one key was 184 (one for each package of a lock that has extras)."""
+
+    __slots__ = ("_keys", "_values")
+
+    def __init__(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
+        self._keys = keys
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        for known, value in zip(self._keys, self._values):
+            if known == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def pairs(self) -> Iterator[tuple[str, Any]]:
+        """Its keys and values, as `items()` gives them, without a lookup for each."""
+        return zip(self._keys, self._values)
+
+
+_PACKAGE_SLOTS = {
+    "name": "_name",
+    "version": "_version",
+    "source": "_source",
+    "resolution-markers": "_markers",
+    "dependencies": "_dependencies",
+    "optional-dependencies": "_optional",
+    "dev-dependencies": "_dev",
+    "wheels": "_wheels",
+    "sdist": "_sdist",
+}
+PACKAGE_KEYS = tuple(_PACKAGE_SLOTS)  # the keys of a package the walk and the conversion read, in this order
+
+
+class KeptPackage(Mapping[str, Any]):
+    """What the walk and the conversion read of a `[[package]]` table (`PACKAGE_KEYS`), read as the table is: twelve
+    slots, 136 bytes, where a table of six keys or more was 272 to 400 (one for each package of a lock); the name as
+    the graph keys it (`key`), worked out on the first walk over it; and the nodes of it the last walk expanded
+    (`_traverse`). `pop` lets go of a key's value (the wheels and edges, once converted)."""
+
+    __slots__ = (*_PACKAGE_SLOTS.values(), "key", "walked_by", "walked_kinds")
+
+    def __init__(self, kept: dict[str, Any]) -> None:
+        """The package whose table holds `kept` (the values kept for its keys)."""
+        self._name = kept.get("name", ABSENT)
+        self._version = kept.get("version", ABSENT)
+        self._source = kept.get("source", ABSENT)
+        self._markers = kept.get("resolution-markers", ABSENT)
+        self._dependencies = kept.get("dependencies", ABSENT)
+        self._optional = kept.get("optional-dependencies", ABSENT)
+        self._dev = kept.get("dev-dependencies", ABSENT)
+        self._wheels = kept.get("wheels", ABSENT)
+        self._sdist = kept.get("sdist", ABSENT)
+        self.key: str | None = None
+        self.walked_by: object = None  # the last walk that expanded its own node (`_traverse`)
+        self.walked_kinds: tuple[Any, ...] | None = None  # that walk and the extras and groups it expanded
+
+    def __getitem__(self, key: str) -> Any:  # each method reads its slot itself: the conversion asks them 17 times
+        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
+        value = ABSENT if slot is None else getattr(self, slot)
+        if value is ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
+        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
+        return slot is not None and getattr(self, slot) is not ABSENT
+
+    def get(self, key: str, default: Any = None) -> Any:
+        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
+        value = ABSENT if slot is None else getattr(self, slot)
+        return default if value is ABSENT else value
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
+        if slot is None:
+            return default
+        value = getattr(self, slot)
+        setattr(self, slot, ABSENT)
+        return default if value is ABSENT else value
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, slot in _PACKAGE_SLOTS.items() if getattr(self, slot) is not ABSENT)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def key_of(entry: Mapping[str, Any]) -> str:
+    """The name a package is keyed by in the graph: normalized, the string the entry holds where it is written so
+    (interned); a `KeptPackage` keeps it, worked out once."""
+    if type(entry) is KeptPackage:
+        if entry.key is None:
+            entry.key = sys.intern(normalize(entry["name"]))
+        return entry.key
+    return sys.intern(normalize(entry["name"]))
 
 
 @dataclass(frozen=True)
@@ -44,21 +205,17 @@ class UvGraph:
     members: tuple[str, ...]
     conflicts: tuple[tuple[tuple[str, str, str], ...], ...]
     workspace: dict[str, Any] | None = None  # a root that is no project: its requirements and groups, as an entry
-    # what each edge names, worked out once and read on every walk (a lock's object ids, while the graph lives)
-    edges: dict[int, tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    # the same for edges naming only a package and its extras, by those: one for the many such edges alike (a
-    # package's dependency is most often listed again under its extras)
-    alike: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    # what each edge that is no `KeptEdge` names (a workspace root's), worked out once and read on every walk (a
+    # lock's object ids, while the graph lives); a `KeptEdge` holds its own, listed in `walked_edges`
+    edges: dict[int, Walked] = field(default_factory=dict, compare=False, repr=False)
+    walked_edges: list[KeptEdge] = field(default_factory=list, compare=False, repr=False)
+    extras: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)  # by list's id
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> UvGraph:
         grouped: dict[str, list[dict[str, Any]]] = {}
         for entry in data.get("package", []):  # each key the string the entry holds where its name is normalized
-            grouped.setdefault(sys.intern(normalize(entry["name"])), []).append(entry)
+            grouped.setdefault(key_of(entry), []).append(entry)
         entries = {name: tuple(group) for name, group in grouped.items()}  # a list grown by append is 40 bytes more
         members = [normalize(name) for name in (data.get("manifest") or {}).get("members", [])]
         members = members or sorted(name for name, group in entries.items() if any(is_local_project(e) for e in group))
@@ -81,9 +238,17 @@ class UvGraph:
         return cls(entries, tuple(members), conflicts, _workspace_root(data.get("manifest") or {}))
 
     def let_go_of_edges(self) -> None:
-        """Forgets what the walks worked out of each edge (a third of what a walk holds), once no walk follows."""
+        """Forgets what the walks worked out of each edge (a third of what a walk holds) and the nodes they marked
+        expanded, once no walk follows."""
         self.edges.clear()
-        self.alike.clear()
+        self.extras.clear()
+        for edge in self.walked_edges:
+            edge.named, edge.extras, edge.candidates = (), (), None
+        self.walked_edges.clear()
+        for group in self.entries.values():
+            for entry in group:
+                if type(entry) is KeptPackage:
+                    entry.walked_by = entry.walked_kinds = None
 
     def member(self, name: str) -> dict[str, Any]:
         found = [e for e in self.entries.get(normalize(name), []) if is_local_project(e)]
@@ -120,7 +285,8 @@ def is_local_project(entry: dict[str, Any]) -> bool:
 def tables(entry: dict[str, Any], kind: str) -> dict[str, list[dict[str, Any]]]:
     """An entry's extras (`optional-dependencies`) or groups (`dev-dependencies`), keyed by normalized name."""
     table = entry.get("optional-dependencies" if kind == "extra" else "dev-dependencies")
-    return {normalize(key): value for key, value in (table or {}).items()}
+    pairs = table.pairs() if type(table) is KeptTable else (table or {}).items()
+    return {normalize(key): value for key, value in pairs}
 
 
 def activated(
@@ -182,15 +348,24 @@ def _traverse(
     change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
     reached: dict[str, dict[str, Any]] = {}
     pending = list(starts)
-    expanded: set[int | tuple[int, str, str]] = set()  # a package's own node by its entry's id alone
+    walk = _Walk()  # marks the `KeptPackage`s whose nodes this walk expanded
+    expanded: set[int | tuple[int, str, str]] = set()  # those of other entries (a package's own by its id alone)
     target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
     while pending:
         entry, kind, name = pending.pop()
-        node = (id(entry), kind, name) if kind else id(entry)
-        if node in expanded:
-            continue
-        expanded.add(node)
-        key = sys.intern(normalize(entry["name"]))  # the name the entry holds where it is written normalized
+        if type(entry) is KeptPackage:
+            if not kind:  # its own node: `first_time`'s first case, written out (a call per node was 3% of a walk)
+                if entry.walked_by is walk:
+                    continue
+                entry.walked_by = walk
+            elif not walk.first_time(entry, kind, name):
+                continue
+        else:
+            node = (id(entry), kind, name) if kind else id(entry)
+            if node in expanded:
+                continue
+            expanded.add(node)
+        key = key_of(entry)
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
                 f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "
@@ -221,25 +396,53 @@ def _traverse(
     return reached
 
 
-def _edge(graph: UvGraph, edge: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], Sequence[dict[str, Any]]]:
+class _Walk:
+    """One walk over the graph, marking on each `KeptPackage` the nodes it expanded (the package's own, and each
+    extra or group of it): a set of every node, a tuple and an id each, was a third of what a walk held."""
+
+    __slots__ = ()
+
+    def first_time(self, entry: KeptPackage, kind: str, name: str) -> bool:
+        """Whether this walk expands the node for the first time (it is marked expanded, then)."""
+        if not kind:
+            if entry.walked_by is self:
+                return False
+            entry.walked_by = self
+            return True
+        marks = entry.walked_kinds  # (the walk, kind, name, kind, name, ...) of the last walk that expanded one
+        if marks is None or marks[0] is not self:
+            entry.walked_kinds = (self, kind, name)
+            return True
+        if any(marks[at] == kind and marks[at + 1] == name for at in range(1, len(marks), 2)):
+            return False
+        entry.walked_kinds = (*marks, kind, name)
+        return True
+
+
+def _edge(graph: UvGraph, edge: dict[str, Any] | KeptEdge) -> Walked:
     """The items an edge's extras name (a tuple: a frozenset of one item was 216 bytes, for each of a large lock's
     edges), those extras normalised, and the entries it may point at: worked out on the first walk over it, kept
-    in the graph for the others."""
+    on the edge (a `KeptEdge`) or in the graph for the others."""
+    if type(edge) is KeptEdge:
+        if edge.candidates is None:
+            edge.named, edge.extras, edge.candidates = _worked_out(graph, edge)
+            graph.walked_edges.append(edge)
+        return edge.named, edge.extras, edge.candidates
     known = graph.edges.get(id(edge))
     if known is None:
-        extras = tuple(sys.intern(normalize(extra)) for extra in edge.get("extra", []))  # one string each
-        by_name = "version" not in edge and "source" not in edge  # what it names follows from its name and extras
-        known = graph.alike.get((edge["name"], extras)) if by_name else None
-        if known is None:
-            known = (
-                tuple(dict.fromkeys(item(edge["name"], "extra", extra) for extra in extras)),
-                extras,
-                _candidates(edge, graph),
-            )
-            if by_name:
-                graph.alike[(edge["name"], extras)] = known
-        graph.edges[id(edge)] = known
+        known = graph.edges[id(edge)] = _worked_out(graph, edge)
     return known
+
+
+def _worked_out(graph: UvGraph, edge: Mapping[str, Any]) -> Walked:
+    """What `_edge` keeps of an edge: equal extras lists (one object in a lock read by `WalkedParts`) give one
+    tuple of extras."""
+    listed = edge.get("extra", ())  # absent: the one empty tuple, whose id no other object takes
+    extras = graph.extras.get(id(listed))
+    if extras is None:  # each extra one string (`normalize` makes a new one), the tuple once per list
+        extras = graph.extras[id(listed)] = tuple(sys.intern(normalize(extra)) for extra in listed)
+    named = tuple(dict.fromkeys(item(edge["name"], "extra", extra) for extra in extras))
+    return named, extras, _candidates(edge, graph)
 
 
 def holds(
@@ -286,7 +489,7 @@ def _parsed(marker: str) -> tuple[Marker, frozenset[str]]:
         ) from None
 
 
-def _candidates(edge: dict[str, Any], graph: UvGraph) -> Sequence[dict[str, Any]]:
+def _candidates(edge: Mapping[str, Any], graph: UvGraph) -> Sequence[dict[str, Any]]:
     """The package entries an edge may point at: by name, then version and source where a name has several
     entries (forks); `_fork` chooses among several by their resolution markers."""
     candidates: Sequence[dict[str, Any]] = graph.entries.get(normalize(edge["name"]), ())

@@ -19,6 +19,7 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 
 from __future__ import annotations
 
+import re
 from sys import intern
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +36,20 @@ from lockgen.adapters.pypi.python_wheels import (
     no_wheel_reason,
     python_within,
 )
-from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activated, installed, is_local_project, tables
+from lockgen.adapters.foreign.uv_graph import (
+    ABSENT,
+    EDGE_KEYS,
+    KeptEdge,
+    KeptPackage,
+    KeptTable,
+    Node,
+    PACKAGE_KEYS,
+    UvGraph,
+    activated,
+    installed,
+    is_local_project,
+    tables,
+)
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, pip_wheel
 from lockgen.adapters.foreign.document_shape import TOML
@@ -98,24 +112,21 @@ class UvImport:
     assumed: tuple[str, ...] = ()
     unhashed: tuple[UnhashedWheel, ...] = ()  # wheels chosen that the lock gives no sha256 for
 
-    @property
-    def packages(self) -> tuple[LockedPackage, ...]:
-        """The lock's entries, one per pinned wheel (made on each call)."""
-        return tuple(pin.locked() for pin in self.pins)
+
+def entries_of(pins: list[PinnedWheel]) -> tuple[LockedPackage, ...]:
+    """The lock's entries, one per pinned wheel, in the pins' order: each pin taken out of `pins` (and let go of)
+    as its entry is made, so the 600k pins of a 300k-package lock are not all held beside their entries."""
+    pins.reverse()
+    entries: list[LockedPackage] = []
+    while pins:
+        entries.append(pins.pop().locked())
+    return tuple(entries)
 
 
-_WALKED = (
-    "name",
-    "version",
-    "source",
-    "resolution-markers",
-    "dependencies",
-    "optional-dependencies",
-    "dev-dependencies",
-)
+_WALKED = tuple(key for key in PACKAGE_KEYS if key not in ("wheels", "sdist"))  # kept as the table has them
 
 
-_ABSENT: Any = object()  # a key the table did not have
+_ABSENT = ABSENT  # a key the table did not have
 
 
 class KeptWheel(Mapping[str, Any]):
@@ -152,32 +163,50 @@ class KeptWheel(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 class KeptWheels(Sequence[KeptWheel]):
     """A package's wheels where each is a table with a `url` and a `hash` string, neither holding a line end: one
     string, each wheel's URL and hash on lines of their own, read back as `KeptWheel`s (the same values) when the
     package is converted. A list of two wheels, their slots and four strings was 660 bytes (six blocks of the
-    allocator), the string is 330: traced, the benchmark's lock kept 1,508 bytes a package, 1,220 so."""
+    allocator), the string is 330: traced, the benchmark's lock kept 1,508 bytes a package, 1,220 so. Where every
+    URL is ASCII and every hash `sha256:` and 64 lowercase hex digits (as uv writes them), the string is bytes: the
+    URLs' lines, then each digest's 32 bytes (`count` of them), 240 bytes for the benchmark's two wheels."""
 
-    __slots__ = ("_lines",)
+    __slots__ = ("_count", "_lines")
 
-    def __init__(self, lines: str) -> None:
+    def __init__(self, lines: str | bytes, count: int | None = None) -> None:
         self._lines = lines
+        self._count = count
 
     @classmethod
     def of(cls, wheels: list[Any]) -> KeptWheels | None:
         """The wheels as one string, or None where one is not a table of a `url` and a `hash` that are line-free
         strings (kept as a list of `KeptWheel`s, read as before)."""
-        parts: list[str] = []
+        urls: list[str] = []
+        digests: list[str] = []
         for wheel in wheels:
             if type(wheel) is not dict:
                 return None
             url, digest = wheel.get("url"), wheel.get("hash")
             if type(url) is not str or type(digest) is not str or "\n" in url or "\n" in digest:
                 return None
-            parts += (url, digest)
-        return cls("\n".join(parts)) if parts else None
+            urls.append(url)
+            digests.append(digest)
+        if not urls:
+            return None
+        if all(url.isascii() for url in urls) and all(_SHA256.fullmatch(digest) for digest in digests):
+            raw = bytes.fromhex("".join(digest[7:] for digest in digests))
+            return cls("\n".join(urls).encode("ascii") + raw, len(urls))
+        return cls("\n".join(part for pair in zip(urls, digests) for part in pair))
 
     def _wheels(self) -> list[KeptWheel]:
+        if isinstance(self._lines, bytes):
+            count = self._count or 0
+            urls = self._lines[: -32 * count].decode("ascii").split("\n")
+            raw = self._lines[-32 * count :]
+            return [KeptWheel(url, "sha256:" + raw[32 * at : 32 * at + 32].hex()) for at, url in enumerate(urls)]
         lines = self._lines.split("\n")
         return [KeptWheel(url, digest) for url, digest in zip(lines[::2], lines[1::2])]
 
@@ -185,6 +214,8 @@ class KeptWheels(Sequence[KeptWheel]):
         return iter(self._wheels())
 
     def __len__(self) -> int:
+        if isinstance(self._lines, bytes):
+            return self._count or 0
         return (self._lines.count("\n") + 1) // 2
 
     @overload
@@ -211,10 +242,10 @@ class WalkedParts:
     def __init__(self) -> None:
         self._shared: dict[tuple[Any, ...], Any] = {}  # a list's or table's contents (its parts' ids) -> the one kept
 
-    def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, entry: dict[str, Any]) -> KeptPackage:
         if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
             self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
-        kept = {key: self._one(entry[key]) for key in _WALKED if key in entry}
+        kept = {key: keep(self, entry[key]) for key, keep in _KEEPERS.items() if key in entry}
         wheels = entry.get("wheels")
         if isinstance(wheels, list):
             kept["wheels"] = KeptWheels.of(wheels) or [
@@ -224,7 +255,31 @@ class WalkedParts:
             kept["wheels"] = wheels
         if "sdist" in entry:
             kept["sdist"] = True
-        return kept
+        return KeptPackage(kept)
+
+    def _edge_lists(self, value: Any) -> Any:
+        """An extra's or group's table of edge lists, kept as a `KeptTable` (held once where equal, as `_one` holds a
+        table), each list as `_edges` keeps it."""
+        if type(value) is not dict:
+            return self._one(value)
+        table = {intern(key): self._edges(item) for key, item in value.items()}
+        keys = tuple(table)
+        keys = self._shared.setdefault((tuple, *map(id, keys)), keys)  # the keys are interned: their ids stand
+        kept = KeptTable(keys, tuple(table.values()))
+        return self._shared.setdefault((KeptTable, id(keys), *map(id, kept._values)), kept)
+
+    def _edges(self, value: Any) -> Any:
+        """A list of edges, kept as `_one` keeps a list, each table in it a `KeptEdge` held once where equal (a
+        package's dependency is most often listed again under its extras)."""
+        if type(value) is not list:
+            return self._one(value)
+        items = [self._edge(item) if type(item) is dict else self._one(item) for item in value]
+        return self._shared.setdefault((list, *map(id, items)), items)
+
+    def _edge(self, table: dict[str, Any]) -> KeptEdge:
+        kept = {key: self._one(table[key]) for key in EDGE_KEYS if key in table}
+        edge = KeptEdge(kept)
+        return self._shared.setdefault((KeptEdge, *map(id, edge._parts())), edge)
 
     def _one(self, value: Any) -> Any:
         """The value kept for `value`: the one held already where an equal one was seen. A part's id stands for it in
@@ -244,11 +299,27 @@ class WalkedParts:
         return value
 
 
+# how each walked key's value is kept: edges as `KeptEdge`s (in a list, or in a table of lists), anything else by
+# `_one` (functions of the class, not methods bound to a reduce: a reduce holding its own would live on in a cycle
+# while the import pauses the cycle collector, its shared keys with it)
+_KEEPERS = {
+    key: {
+        "dependencies": WalkedParts._edges,
+        "optional-dependencies": WalkedParts._edge_lists,
+        "dev-dependencies": WalkedParts._edge_lists,
+    }.get(key, WalkedParts._one)
+    for key in _WALKED
+}
+
+
+_LET_GO = ("wheels", "dependencies", "optional-dependencies", "dev-dependencies")  # of a converted entry given away
+
+
 def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = False) -> UvImport:
     """The wheels uv would install from `data` (a parsed uv.lock) on each Linux platform, and what it would
-    need that cannot come over. `given_away`: the caller lets go of `data` after this, so each package's wheels are
-    let go of once the last platform's walk has pinned it (the pins hold what they need: at 300k packages the
-    document's wheels and every pin were held at once)."""
+    need that cannot come over. `given_away`: the caller lets go of `data` after this, so each package's wheels and
+    edges are let go of once it is pinned for every platform that reached it (the pins hold what they need: at 300k
+    packages the document's wheels and edges and every pin were held at once)."""
     if data.get("version") != 1:
         raise LockFormatError(
             f"uv.lock version {TOML.value_of(data.get('version'))} is not supported", "lockgen imports uv.lock v1"
@@ -261,8 +332,10 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     pins: list[PinnedWheel] = []
     skipped: list[str] = []
     unhashed: list[UnhashedWheel] = []
-    walks = _walks(graph, starts, python)
-    graph.let_go_of_edges()  # what the walks worked out of each edge: the entries are made without it
+    try:
+        walks = _walks(graph, starts, python)
+    finally:  # what the walks worked out of each edge (held by the document's edges): the entries are made without it
+        graph.let_go_of_edges()
     found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
     # a package converted once for every platform that reached it (its wheels named once, their names parsed once:
     # `parse_wheel_filename`'s cache), each platform's found in the order of its names; its wheels let go of then
@@ -275,8 +348,9 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
         for entry, platforms in platforms_of.values():
             for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
                 found_on[platform].append(found)
-            if given_away:
-                entry.pop("wheels", None)
+            if given_away:  # nothing reads them now: the walks are over, the entry converted
+                for key in _LET_GO:
+                    entry.pop(key, None)
     for found in (found for platform in walks for found in found_on[platform]):
         if isinstance(found, PinnedWheel):
             pins.append(found)

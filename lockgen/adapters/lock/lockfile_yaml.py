@@ -24,6 +24,7 @@ from lockgen.adapters.foreign.document_shape import YAML
 from lockgen.core import nesting
 from lockgen.core.stack import stack_layout
 from lockgen.adapters.lock import kept_inputs, lock_file
+from lockgen.core.lock.lock_builder import in_lock_order
 from lockgen.core.lock.lock_fields import check_lock
 from lockgen.model.inputs import LockBytes
 from lockgen.model.lock import LOCK_VERSION, LoadedLock, Lock, LockedPackage
@@ -129,7 +130,7 @@ def lock_pieces(lock: Lock) -> Iterator[str]:
     _emit_mapping(lock_to_data(lock), 0, lines)
     lines.append("package:" if lock.package else "package: []")
     yield HEADER + "\n".join(lines) + "\n"
-    for package in sorted(lock.package, key=lambda p: p.sort_key()):
+    for package in in_lock_order(lock.package):
         yield _package_entry(package) + "\n"
 
 

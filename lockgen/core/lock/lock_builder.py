@@ -49,10 +49,7 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
     index's `/t/<token>/`, `user:pass@`, secret query values), whichever tool or file it came from; the
     fetchers put the host's credential back from the auth file or netrc when they download."""
     scrubbed = tuple(
-        sorted(
-            (p if scrub_url(p.url) == p.url else replace(p, url=scrub_url(p.url)) for p in packages),
-            key=lambda p: p.sort_key(),
-        )
+        in_lock_order(tuple(p if scrub_url(p.url) == p.url else replace(p, url=scrub_url(p.url)) for p in packages))
     )
     sets = {
         f"lockgen.{PACKAGE_SET}.{platform}": package_set([p for p in scrubbed if p.platform == platform])
@@ -64,12 +61,25 @@ def _lock(packages: Iterable[LockedPackage], metadata: LockMetadata) -> Lock:
 PACKAGE_SET = "package-set"
 
 
+def in_lock_order(packages: Sequence[LockedPackage]) -> Sequence[LockedPackage]:
+    """`packages` sorted by their sort key (platform, manager, name, version, build), stably: as given where they
+    are in that order already (judged pair by pair: a sort made every entry's key at once, 600k tuples for a
+    300k-package uv.lock's lock, a sixth of its import's peak memory), else sorted."""
+    previous: tuple[str, ...] | None = None
+    for package in packages:
+        key = package.sort_key()
+        if previous is not None and key < previous:
+            return sorted(packages, key=lambda p: p.sort_key())
+        previous = key
+    return packages
+
+
 def package_set(packages: Sequence[LockedPackage]) -> str:
     """`COUNT SHA256`: how many entries one platform of a lock holds and the digest of what each pins (manager,
     name, version, build, hashes, dependencies), in the lock's order. Not the URL: it says where the bytes are, the
     hash what they are, so a mirror's URL in place of the index's is no edit of the package set; but a local
     package's URL is what it is (its folder, editable or built): pinned too."""
-    ordered = sorted(packages, key=lambda p: p.sort_key())
+    ordered = in_lock_order(packages)
     return f"{len(ordered)} {canonical_list_digest(map(_pin, ordered))}"  # each pin made as it is hashed
 
 
