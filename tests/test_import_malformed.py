@@ -102,6 +102,32 @@ def _uv(edit: str) -> str:
     return (FOREIGN / "tiny.uv.lock").read_text().replace('{ name = "six" }', edit)
 
 
+UV_FIRST_OUT_OF_SHAPE = """version = 1
+requires-python = ">=3.10"
+
+[[package]]
+name = "app"
+version = "0.1.0"
+source = { virtual = "." }
+dependencies = [{ name = "a" }, { name = "c" }]
+
+[[package]]
+name = "a"
+version = "1.0"
+source = { registry = "https://pypi.org/simple" }
+wheels = [{ url = "https://f/a-1.0-py3-none-any.whl", hash = "sha256:%s" }]
+
+[package.dev-dependencies]
+dev = [{ name = "z", marker = 3 }]
+
+[[package]]
+name = "c"
+version = "1.0"
+source = { registry = "https://pypi.org/simple" }
+wheels = [5]
+""" % ("ab" * 32)
+
+
 @pytest.mark.parametrize(
     "kind, text, expected",
     [
@@ -129,6 +155,11 @@ def _uv(edit: str) -> str:
             "the pixi.lock's `environments.default` is a number, not a mapping",
         ),
         ("uv", _uv('{ name = "six" }').replace("version = 1\n", "version = 2020-01-01\n", 1), "version a date or time"),
+        (  # the reader trips on a later package's wheel after converting (and letting go of) the first's edges
+            "uv",
+            UV_FIRST_OUT_OF_SHAPE,
+            "the uv.lock's `package[1].dev-dependencies.dev[0].marker` is a number, not text",
+        ),
         ("conda-lock", CONDA_LOCK.replace("package:\n-", "package: 1.5\nx:\n-"), "`package` is a number, not a list"),
         ("conda-lock", CONDA_LOCK.replace("name: zlib", "name: [zlib]"), "`package[0].name` is a list, not text"),
         (  # a record the lock's dataclasses hold (pydantic's `dataclass_type`, its `unexpected_keyword_argument`)
@@ -152,6 +183,7 @@ def _uv(edit: str) -> str:
         "pixi-md5",
         "pixi-env",
         "uv-version-date",
+        "uv-first-in-file-after-a-conversion",
         "conda-package",
         "conda-name",
         "conda-channel",

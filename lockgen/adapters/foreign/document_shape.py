@@ -126,9 +126,13 @@ def read_in_shape(read: Callable[[], T], document: object, shape: Shape, what: s
     walked only then: a large lock read whole pays nothing). A document in shape re-raises what `read` raised."""
     try:
         return read()
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, StopIteration):  # StopIteration: a next()
+    except TRIPS:
         check_shape(document, shape, what, hint, words)
         raise
+
+
+# what a reader raises where it trips over a document out of shape (StopIteration: a next())
+TRIPS = (KeyError, TypeError, ValueError, AttributeError, IndexError, StopIteration)
 
 
 def _check(value: object, shape: Shape, place: str, what: str, hint: str, words: Words) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 from functools import partial
 
-from lockgen.adapters.foreign.document_shape import TEXT, TOML, Shape, read_in_shape
+from lockgen.adapters.foreign.document_shape import TEXT, TOML, TRIPS, Shape, check_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, entries_of, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces
@@ -98,7 +98,15 @@ class UvLock:
         # walk uses; the document is not held while the entries are made (at 300k packages, 500 MiB)
         document = read_uv_pieces(file.handed_pieces(), file.text_again, WalkedParts())
         read = partial(read_uv_lock, document, choices, given_away=True)
-        found = read_in_shape(read, document, _DOCUMENT, self.name, _REWRITE, TOML)
+        try:
+            found = read()
+        except TRIPS:
+            # the reader let go of each converted package's wheels and edges: the shape is judged on the document
+            # read again whole, so the refusal names the first place out of shape in the file, as `read_in_shape`
+            del read, document
+            again = read_uv_pieces([file.text_again()], file.text_again, WalkedParts())
+            check_shape(again, _DOCUMENT, self.name, _REWRITE, TOML)
+            raise
         del read, document  # the partial held it too, while every entry was made
         pins = list(found.pins)
         found = replace(found, pins=())  # the pins held by the list alone, each let go of as its entry is made

@@ -349,8 +349,8 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
             for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
                 found_on[platform].append(found)
             if given_away:  # nothing reads them now: the walks are over, the entry converted
-                for key in _LET_GO:
-                    entry.pop(key, None)
+                for let_go in _LET_GO:
+                    entry.pop(let_go, None)
     for found in (found for platform in walks for found in found_on[platform]):
         if isinstance(found, PinnedWheel):
             pins.append(found)
