@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 
 def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, Certificate]:
     """(the file's JSON document, its model), its bytes checked and, with a key, its signature."""
-    data = _certificate_bytes(path)
+    return _certificate_of(path, _certificate_bytes(path), public_key)
+
+
+def _certificate_of(path: Path, data: bytes, public_key: Path | None) -> tuple[JsonObject, Certificate]:
+    """`read_certificate` of the file at `path` whose bytes, read once, are `data`."""
     found = signing.framed(data)
     if found is not None and public_key is not None:
         signing.check_framed(found, signing.public_key(public_key))
@@ -135,11 +139,12 @@ def signers(keys: Sequence[Path]) -> dict[str, Path]:
 def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
     """A certificate read as `read_certificate` does and, when `keys` were given (`signers`), signed by one of
     them with a signature that verifies: unsigned, signed by another key or changed, it is refused."""
+    data = _certificate_bytes(path)  # read once: each reading below judges these bytes
     if keys:
-        found = signing.framed(_certificate_bytes(path))
+        found = signing.framed(data)
         if found is not None:  # read by its frame and signature first, as a fleet's quick proof reads it
-            return read_certificate(path, _signer_of(path, found.key_id, keys))[1]
-    document, certificate = read_certificate(path, None)
+            return _certificate_of(path, data, _signer_of(path, found.key_id, keys))[1]
+    document, certificate = _certificate_of(path, data, None)
     if not keys:
         return certificate
     signed_by = text_at(object_at(document, "signature"), "key_id")  # text: `signing.verify_file` checked it
@@ -148,7 +153,7 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
             "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
         )
-    return read_certificate(path, _signer_of(path, signed_by, keys))[1]
+    return _certificate_of(path, data, _signer_of(path, signed_by, keys))[1]
 
 
 def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
