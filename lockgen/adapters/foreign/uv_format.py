@@ -12,7 +12,7 @@ from functools import partial
 from lockgen.adapters.foreign.document_shape import TEXT, TOML, TRIPS, Shape, check_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, entries_of, read_uv_lock
-from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces
+from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces, read_uv_toml
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.requests import ImportOptions
 
@@ -104,7 +104,7 @@ class UvLock:
             # the reader let go of each converted package's wheels and edges: the shape is judged on the document
             # read again whole, so the refusal names the first place out of shape in the file, as `read_in_shape`
             del read, document
-            again = read_uv_pieces([file.text_again()], file.text_again, WalkedParts())
+            again = read_uv_toml(file.text_again(), WalkedParts())  # the text read once (tomllib takes it too)
             check_shape(again, _DOCUMENT, self.name, _REWRITE, TOML)
             raise
         del read, document  # the partial held it too, while every entry was made
