@@ -23,7 +23,7 @@ from lockgen.adapters.pypi.pypi_index import IndexedWheel, listed_hashes
 from lockgen.adapters.pypi.python_wheels import UnhashedWheel
 from lockgen.adapters.lock.lockfile_yaml import checked_lock_pieces
 from lockgen.core.credentials import scrub_url
-from lockgen.core.lock.lock_builder import LockgenMeta, imported_lock, with_firsts
+from lockgen.core.lock.lock_builder import LockgenMeta, imported_lock
 from lockgen.core.stack.stack_layout import default_lock_path
 from lockgen.model.names import shown
 from lockgen.errors import LockFormatError, UserError
@@ -175,10 +175,22 @@ def _named(left_out: Sequence[tuple[UnhashedWheel, str]]) -> str:
 def _once_each(packages: Sequence[LockedPackage], source: Path) -> list[LockedPackage]:
     """Each package once per platform: an entry listed again as it is (an @EXPLICIT file naming an archive twice)
     is kept once, as conda installs it once; two entries of one name that differ (versions, builds) are refused.
-    Each entry is compared with the first of its name (`with_firsts`: no table of every entry where they come in
-    the lock's order, as a uv.lock's do)."""
+    Where the entries come in the lock's order (a uv.lock's do), an entry listed again follows its first, so only
+    the last kept is compared (a table of every entry, 600k at 300k packages, was the peak of the import's last
+    phase); from the first entry out of that order on, each is looked up among all kept before it."""
     kept: list[LockedPackage] = []
-    for package, first in with_firsts(packages):
+    firsts: dict[tuple[str, str, str], LockedPackage] | None = None  # made at the first entry out of order
+    for package in packages:
+        key = (package.platform, package.manager, package.name)
+        if firsts is None and kept and package.sort_key() < kept[-1].sort_key():
+            firsts = {}
+            for earlier in kept:
+                firsts.setdefault((earlier.platform, earlier.manager, earlier.name), earlier)
+        if firsts is None:
+            last = kept[-1] if kept else None
+            first = last if last is not None and (last.platform, last.manager, last.name) == key else package
+        else:
+            first = firsts.setdefault(key, package)
         if first is package:
             kept.append(package)
         elif (first.version, first.build, first.url, first.hash) != (

@@ -21,7 +21,7 @@ so a lock whose entries were cut or edited by hand is refused when it is read (`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -72,30 +72,6 @@ def in_lock_order(packages: Sequence[LockedPackage]) -> Sequence[LockedPackage]:
             return sorted(packages, key=lambda p: p.sort_key())
         previous = key
     return packages
-
-
-def with_firsts(packages: Sequence[LockedPackage]) -> Iterator[tuple[LockedPackage, LockedPackage]]:
-    """Each package with the first one of its identity (platform, manager, name) up to it: itself where it is the
-    first. Where the packages come in lockgen's order (by identity: a uv.lock's import, a lock lockgen wrote), a
-    repeat follows its first, so only the run's first is held (a table of every identity, 600k at 300k packages,
-    was a tenth of an import's peak memory); from the first package out of that order on, each is looked up among
-    all before it."""
-    firsts: dict[tuple[str, str, str], LockedPackage] | None = None  # made at the first package out of order
-    previous: tuple[str, str, str] | None = None
-    run_first: LockedPackage | None = None
-    for index, package in enumerate(packages):
-        identity = (package.platform, package.manager, package.name)
-        if firsts is None and previous is not None and identity < previous:
-            firsts = {}
-            for earlier in packages[:index]:
-                firsts.setdefault((earlier.platform, earlier.manager, earlier.name), earlier)
-        if firsts is not None:
-            yield package, firsts.setdefault(identity, package)
-        else:
-            if identity != previous or run_first is None:
-                run_first = package
-            yield package, run_first
-        previous = identity
 
 
 def package_set(packages: Sequence[LockedPackage]) -> str:
