@@ -192,3 +192,17 @@ def test_the_training_model_built_on_a_thread_has_the_bits_of_one_built_alone() 
     convolution(results, device)
     attention(results, device)
     assert torch.equal(torch.get_rng_state(), before)  # the checks alone drew nothing from the global generator
+
+
+def test_quick_measures_the_convolutions_of_the_dtype_it_trains_in() -> None:
+    """--quick trains in bf16 alone, and measures convolution throughput in bf16 alone: on an H100 whose CUDA JIT
+    cache was empty, cuDNN's autotuner spent 1.3 s compiling fp16 kernels (session 30, jitprobe.py); the full run
+    measures both GPU dtypes, and CPUs fp32."""
+    import torch
+
+    from verify.conv import dtypes_measured
+
+    assert dtypes_measured(cuda=True, quick=True) == {"bf16": torch.bfloat16}
+    assert dtypes_measured(cuda=True, quick=False) == {"bf16": torch.bfloat16, "fp16": torch.float16}
+    for quick in (True, False):
+        assert dtypes_measured(cuda=False, quick=quick) == {"fp32": torch.float32}

@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="fp32 and bf16 training only, fewer steps and repeats, no determinism check (the fingerprint stays)",
+        help="fp32 and bf16 training and bf16 convolutions only, fewer steps and repeats, no determinism check "
+        "(the fingerprint stays)",
     )
     parser.add_argument("--compile", action="store_true", help="also train with torch.compile (slower start)")
     parser.add_argument(

@@ -1,5 +1,6 @@
 """Convolution throughput: a stack of ResNet-style basic blocks (3x3 conv, ReLU, 3x3 conv, residual add),
-channels_last, bf16 and fp16, forward and backward, with cuDNN's autotuner on (`cudnn.benchmark`).
+channels_last, bf16 and fp16 (bf16 alone with `--quick`), forward and backward, with cuDNN's autotuner on
+(`cudnn.benchmark`).
 
 The figure is TFLOP/s of the convolutions alone (forward, gradient of the input, gradient of the
 weights: three times the forward's 2·N·H·W·C_in·C_out·9), the best of a few short bursts, as the GEMM
@@ -98,13 +99,23 @@ def _weights(
         yield weight.to(device=device, dtype=dtype).to(memory_format=torch.channels_last).requires_grad_()
 
 
+def dtypes_measured(cuda: bool, quick: bool) -> dict[str, torch.dtype]:
+    """The dtypes whose throughput is measured, by figure name: fp32 on CPUs; bf16 on GPUs, and fp16 unless quick."""
+    if not cuda:
+        return {"fp32": torch.float32}
+    return {"bf16": torch.bfloat16} if quick else {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def conv_throughput(results: Results, device: torch.device, quick: bool, floors: dict[str, float]) -> None:
-    """TFLOP/s of the block stack's convolutions per dtype (bf16, fp16; fp32 on CPUs), with what chose the
-    kernels; the kernels that took the time too where the figure is below its floor (TFLOP/s by dtype)."""
+    """TFLOP/s of the block stack's convolutions per dtype (bf16, and fp16 unless `quick`; fp32 on CPUs), with
+    what chose the kernels; the kernels that took the time too where the figure is below its floor (TFLOP/s by
+    dtype). `quick` measures bf16 alone, as it trains in bf16 alone: fp16 convolutions run on the same tensor
+    cores, and cuDNN's autotuner costs 1.3 s for them on a node whose CUDA JIT cache is empty (its
+    runtime-compiled kernels are compiled then), 0.3-0.5 s after."""
     cuda = device.type == "cuda"
     batch, channels, side = _shape(device)
     flops = _flops(batch, channels, side)
-    plans = {"bf16": torch.bfloat16, "fp16": torch.float16} if cuda else {"fp32": torch.float32}
+    plans = dtypes_measured(cuda, quick)
     generator = torch.Generator(device="cpu").manual_seed(5)
     with _CudnnSettings() as settings:
         for name, dtype in plans.items():
