@@ -165,6 +165,11 @@ def test_the_likely_cause_in_order() -> None:
         likely_cause(healthy.stack, healthy.numerics, [tf32.stack, healthy.stack])
         == "a setting differs: NVIDIA_TF32_OVERRIDE unset here, NVIDIA_TF32_OVERRIDE=0 on some others"
     )
+    cached = _body(_digests(1), settings={"CUDA_CACHE_PATH": "/tmp/jc"})  # session 30's H100 lease: no numerics
+    assert likely_cause(tf32.stack, healthy.numerics, [cached.stack, healthy.stack]) == (
+        "a setting differs: NVIDIA_TF32_OVERRIDE=0 here, unset on the others; CUDA_CACHE_PATH unset here, "
+        "CUDA_CACHE_PATH=/tmp/jc on some others"
+    )  # the setting known to change numerics first, whatever the names' order
     assert "a setting that changes numerics is set: NVIDIA_TF32_OVERRIDE=0" in likely_cause(
         tf32.stack, healthy.numerics, []
     )  # a bare reference: no stack

@@ -104,9 +104,11 @@ def _foreign(stack: JsonObject) -> list[str]:
 
 
 def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> list[str]:
-    """`NAME=VALUE here, unset on the others` for each variable this node and its peers do not share."""
+    """`NAME=VALUE here, unset on the others` for each variable this node and its peers do not share, those known
+    to change numerics (`NUMERIC_SETTINGS`) first: a JIT cache's folder set on some nodes is no cause beside them."""
     said = []
-    for name in sorted(set(mine) | {name for other in theirs for name in other}):
+    names = set(mine) | {name for other in theirs for name in other}
+    for name in sorted(names, key=lambda name: (not name.startswith(NUMERIC_SETTINGS), name)):
         value, others = mine.get(name), [other.get(name) for other in theirs]
         differing = [other for other in others if other != value]
         if not differing:
