@@ -279,10 +279,12 @@ def _linked(
         proven(installed)
     for wheel, proof, start, end in planned.spans:
         wheel_store.renew(wheel, proof, placed.links[start:end])
-    progress(
-        f"linked {len(work.pins)} wheels from lockgen's store as uv placed them (every file against its RECORD: "
-        f"{hashed} hashed, {stated - hashed} proven before and unchanged)"
+    checked = (
+        f"every file against its RECORD when the placement was first checked, kept with its entries: {stated} files"
+        if vouched is not None
+        else f"every file against its RECORD: {hashed} hashed, {stated - hashed} proven before and unchanged"
     )
+    progress(f"linked {len(work.pins)} wheels from lockgen's store as uv placed them ({checked})")
     return installed
 
 
