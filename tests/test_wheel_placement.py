@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from lockgen.adapters.proof import manifest_store
 from lockgen.api.steps import manifest_steps
+from lockgen.core.env.conformance import ExpectedFile
 from lockgen.core.env.expected_env import (
+    EXPECTED_FILE_ROW,
     PLACEMENT_LAYOUT,
     expected_digest,
     placed_of_record,
@@ -70,6 +72,12 @@ def test_a_kept_placement_reads_back_as_the_manifest_places_it(members: list[str
     assert kept.placed == wheel_expected(manifest, python)
     again = placed_of_record(json.loads(json.dumps(record)), SHA, python)
     assert again is not None and again == kept and (again.name, again.version) == ("Demo", "1.0")
+
+
+def test_a_kept_placements_rows_are_made_in_the_expected_files_field_order() -> None:
+    """The rows are made by `tuple.__new__` (no length check, for speed): a field added to `ExpectedFile` without
+    adding it to the rows would shift every field after it."""
+    assert ExpectedFile._fields == EXPECTED_FILE_ROW
 
 
 def test_any_other_record_is_worked_out_again() -> None:

@@ -154,13 +154,17 @@ def placed_of_record(record: Any, sha256: str, python: str) -> PlacedWheel | Non
     ):
         return None
     paths, digests, sizes, executables = columns  # each row made as `ExpectedFile._make` makes it, at C speed
-    files = tuple(map(_EXPECTED_FILE, zip(paths, digests, sizes, repeat("file"), repeat(None), executables)))
+    rows_of = zip(paths, digests, sizes, repeat("file"), repeat(None), executables)  # in `EXPECTED_FILE_ROW`'s order
+    files = tuple(map(_EXPECTED_FILE, rows_of))
     targets = tuple((script, target) for script, target in entry_points)
     return PlacedWheel(name, version, ExpectedPackage(f"{name} {version}", files, dist_info, tuple(scripts), targets))
 
 
 _NONE = type(None)
-_EXPECTED_FILE = partial(tuple.__new__, ExpectedFile)  # a row of its six fields, in order
+# `ExpectedFile`'s fields in the order the rows above are zipped: `tuple.__new__` checks no length, where
+# `ExpectedFile._make` would, so a field added to `ExpectedFile` must be added here and to the zip (a test compares)
+EXPECTED_FILE_ROW = ("path", "sha256", "size", "kind", "target", "executable")
+_EXPECTED_FILE = partial(tuple.__new__, ExpectedFile)
 
 
 def _placed_columns(rows: list[Any]) -> tuple[tuple[Any, ...], ...] | None:
