@@ -156,9 +156,7 @@ def _finish(
         with contextlib.suppress(BrokenPipeError):  # a kernel that ended at once is reported below
             process.stdin.write(given)
             process.stdin.close()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    if not _ended_within(process, timeout_s):
         _kill_group(process)
         late = KernelError(
             f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); every process it "
@@ -185,6 +183,15 @@ def _finish(
         error = KernelError(message, hint)
         error.rendezvous_timed_out = any("RendezvousTimeoutError" in line for line in tail)
         raise error
+
+
+def _ended_within(process: subprocess.Popen[str], timeout_s: float) -> bool:
+    """Whether `process` ended within `timeout_s`, known as it ends: `Popen.wait(timeout=...)` looks every 50 ms
+    (sleeping between looks), which each verify paid after its kernel's end; here a thread blocks in `waitpid`."""
+    waiter = threading.Thread(target=process.wait, name="kernel-wait", daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    return not waiter.is_alive()
 
 
 def _kill_group(process: subprocess.Popen[str]) -> None:
