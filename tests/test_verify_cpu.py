@@ -90,6 +90,31 @@ def test_cpu_certificate_passes_and_records_the_run(certificate: Path) -> None:
     assert abs(spent - phases["total"]["value"]) <= 0.5 + 0.05 * phases["total"]["value"]
 
 
+def test_a_torch_imported_from_its_sources_every_run_is_named(tmp_path: Path) -> None:
+    """An environment that keeps no byte code (the lent H100's sets PYTHONDONTWRITEBYTECODE=1: torch's import took
+    3.2-3.8 s there, 1.3-1.7 s with its byte code kept) is named with the setting and what keeps it."""
+    out = tmp_path / "cpu.cert.json"
+    empty = tmp_path / "no-byte-code"  # torch's byte code looked for here, and not written
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--out", str(out),
+        env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(empty)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    note = "no byte code kept: PYTHONDONTWRITEBYTECODE is set (or python -B); unset it, or set PYTHONPYCACHEPREFIX=DIR"
+    assert re.search(r"note phases/torch_import \(\d+\.\d\d s\): compiled from its sources, " + re.escape(note),
+                     result.stderr), result.stderr  # fmt: skip
+    phases = json.loads(out.read_text())["certificate"]["figures"]["phases"]
+    assert note in phases["torch_import"]["reason"] and not empty.exists()
+    kept = tmp_path / "byte-code"  # written there by this run's import: the next run reads it
+    result = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--out", str(out),
+        env={"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(kept)},
+    )  # fmt: skip
+    assert result.returncode == 0 and "note phases/torch_import" not in result.stderr, result.stderr
+    assert "reason" not in json.loads(out.read_text())["certificate"]["figures"]["phases"]["torch_import"]
+    assert list(kept.rglob("torch/__init__.*.pyc"))  # the prefix mirrors the source folders, no __pycache__
+
+
 def test_the_fingerprint_is_signed_and_a_pinned_reference_judges_the_next_run(
     certificate: Path, conforming: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -61,6 +61,19 @@ def behaviour_variables(environ: dict[str, str] | None = None) -> dict[str, str]
     return {name: value for name, value in sorted(environ.items()) if name.startswith(PREFIXES) or name in NAMED}
 
 
+def unkept_bytecode(module: object) -> str | None:
+    """Why `module` (torch) was imported from its sources with none of its byte code kept, so that every run
+    compiles them again (on a lent H100 whose environment set PYTHONDONTWRITEBYTECODE=1, torch's import took
+    3.2-3.8 s, and 1.3-1.7 s with its byte code kept); None where its byte code is kept (or was just written)."""
+    cached = getattr(getattr(module, "__spec__", None), "cached", None)
+    if not isinstance(cached, str) or os.path.exists(cached):
+        return None
+    unkept = "compiled from its sources, no byte code kept"
+    if sys.dont_write_bytecode:
+        return f"{unkept}: PYTHONDONTWRITEBYTECODE is set (or python -B); unset it, or set PYTHONPYCACHEPREFIX=DIR"
+    return f"{unkept}: {os.path.dirname(cached)} is not writable; keep it elsewhere: PYTHONPYCACHEPREFIX=DIR"
+
+
 def slowing_settings(variables: dict[str, str]) -> list[str]:
     """`NAME=VALUE (what it does)` for each set variable known to slow or serialise the node's work."""
     found = []

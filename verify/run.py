@@ -19,7 +19,7 @@ from verify import SCHEMA, determinism, preflight, process_env
 from verify.conv import conv_throughput
 from verify.correctness import attention, convolution, gemm
 from verify.expect import expectations, stack_checks
-from verify.schema import as_json
+from verify.schema import Figure, as_json, phase
 from verify.graphs import cuda_graphs
 from verify.nvml import Nvml, Telemetry
 from verify.perf import bandwidth, gemm_throughput
@@ -46,7 +46,7 @@ def run(
     results = Results()
     results.log = lambda line: print(line, file=sys.stderr, flush=True)
     results.phase("startup", seconds_since_start() or 0.0)  # interpreter start and imports, torch's among them
-    results.phase("torch_import", import_s)
+    results.figure(phase("torch_import"), Figure(import_s, "s", reason=process_env.unkept_bytecode(torch)))
     nvml = Nvml()
     stack = describe(arch, nvml)
     waited = time.perf_counter()

@@ -136,6 +136,10 @@ def verify(
     }
     for name, reason in not_run.items():
         progress(f"  not run {name}: {reason}")
+    for group, entries in sorted(body.figures.items()):  # a figure measured with a note: what made it slow
+        for name, entry in sorted(entries.items()):
+            if entry.value is not None and entry.reason:
+                progress(f"  note {group}/{name} ({entry.value:.2f} {entry.unit}): {entry.reason}")
     progress(
         f"{len(body.checks) - len(failures)} of {len(body.checks)} checks passed in {body.duration_s:.0f} s; "
         f"certificate {'PASSED' if body.passed else 'FAILED'}"
