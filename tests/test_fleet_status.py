@@ -746,3 +746,62 @@ def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monk
     status = run_cli("fleet", "status", str(folder))
     assert status.returncode == 1
     assert "8 of 24 node certificates failed (n01, n04, n07, n10, n13)" in status.stderr
+
+
+def test_this_process_reads_its_share_while_the_children_read_theirs_and_ends_them_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cores read their shares at once: this process reads its own before it waits for any child (it waited
+    for each child first, so a cold status took the two cores' work one after the other); and when its own share
+    fails (an error, Ctrl-C), the children are ended and waited for, not left reading."""
+    import datetime as dt
+    import os
+    import time
+
+    from lockgen.adapters import parallel
+    from lockgen.api import fleet_status as use_case
+
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    text = render(_signed_document(tmp_path / "k"))
+    for node in range(40):
+        (folder / f"n{node:03d}.cert.json").write_text(text)
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    parent, events, pids = os.getpid(), [], []
+    share_rows, data, forked = use_case._share_rows, parallel.Forked.data, parallel.Forked.__init__
+
+    def noted_share(*args: object) -> object:
+        if os.getpid() == parent:
+            events.append("this process's share")
+        return share_rows(*args)  # type: ignore[arg-type]
+
+    def noted_wait(self: parallel.Forked) -> bytes | None:
+        events.append("a child waited for")
+        return data(self)
+
+    def noted_fork(self: parallel.Forked, work: object) -> None:
+        forked(self, work)  # type: ignore[arg-type]
+        pids.extend([self._child[0]] if self._child is not None else [])
+
+    monkeypatch.setattr(use_case, "_share_rows", noted_share)
+    monkeypatch.setattr(parallel.Forked, "data", noted_wait)
+    monkeypatch.setattr(parallel.Forked, "__init__", noted_fork)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert len(report["rows"]) == 40 and len(pids) == 1
+    assert events == ["this process's share", "a child waited for"]
+
+    def failing_share(*args: object) -> object:
+        if os.getpid() != parent:
+            time.sleep(60)  # a child reading for a minute
+        raise RuntimeError("this process's share failed")
+
+    monkeypatch.setattr(use_case, "_share_rows", failing_share)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="share failed"):
+        use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert time.monotonic() - started < 30 and len(pids) == 2
+    with pytest.raises(ChildProcessError):  # ended and waited for: no child of this process is left
+        os.waitpid(pids[1], os.WNOHANG)

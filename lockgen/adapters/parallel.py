@@ -123,6 +123,17 @@ class Forked:
                 self._result = data
         return self._result
 
+    def stop(self) -> None:
+        """Ends the child now (its work is not wanted: the caller failed or was interrupted) and waits for it."""
+        if self._child is not None:
+            pid, read = self._child
+            self._child = None
+            _READING.discard(read)
+            os.close(read)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+
     def __enter__(self) -> Forked:
         return self
 

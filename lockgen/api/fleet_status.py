@@ -22,6 +22,7 @@ import hashlib
 import heapq
 import json
 import pickle
+from contextlib import ExitStack
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -289,27 +290,37 @@ class FoldersRead:
 def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
     whole nodes: a child per other core takes a share, writing its rows and its nodes' fingerprints to temporary
-    files of its own (made here, so this process reads them back), this process the last; a share whose child
-    failed is read here."""
+    files of its own (made here, so this process reads them back), this process the last one meanwhile (before it
+    waits for any child: it waited for each in turn first, so the cores took their shares one after another); a
+    share whose child failed is read here, and a child is ended when this process fails or is interrupted."""
     shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
     streams = [(SpillFile(), SpillFile()) for _ in shares]
-    children = [
-        parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
-        for share, stream in zip(shares[:-1], streams)
-    ]
+    reads: list[ShareRead] = []
+    with ExitStack() as started:
+        children = [
+            started.enter_context(parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise)))
+            for share, stream in zip(shares[:-1], streams)
+        ]
+        try:
+            own = _share_rows(shares[-1], streams[-1], keys, now, noise) if shares else None  # while they read theirs
+            for child, share, stream in zip(children, shares, streams):
+                data = child.data()
+                if data is None:  # its child failed: read here (what it wrote is written again)
+                    stream[0].clear()
+                    stream[1].clear()
+                reads.append(pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise))
+        except BaseException:  # an error or Ctrl-C: no child is left reading its share
+            for child in children:
+                child.stop()
+            raise
+        if own is not None:
+            reads.append(own)
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
     failed = 0
     fingerprints = FleetFingerprints()
     refused: list[Refusal] = []
-    for index, (share, stream) in enumerate(zip(shares, streams)):
-        data = children[index].data() if index < len(children) else None
-        if data is None:  # this process's share, or one whose child failed (what it wrote is written again)
-            stream[0].clear()
-            stream[1].clear()
-        read: ShareRead = (
-            pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
-        )  # our own child's bytes
+    for read, stream in zip(reads, streams):
         files.append((stream[0], read.rows))
         failing += read.failing
         failed += read.failed
