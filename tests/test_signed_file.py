@@ -19,11 +19,14 @@ from lockgen.adapters.node.signing import render, sign, signed_file
 from lockgen.api.steps.certificate_steps import (
     loaded_signers,
     proven_certificate,
+    proven_facts,
     read_certificate,
     read_signed,
     signers,
 )
+from lockgen.core.fleet.fleet_status import certificate_facts, facts_from_plain
 from lockgen.digests import canonical_json
+from lockgen.model.certificate import Numerics
 from lockgen.errors import LockgenError
 from tests.conftest import REPO, run_cli
 
@@ -46,7 +49,9 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _verdicts(path: Path, keys: Path, keyed: bool) -> tuple[object, object, object]:
     """How `cert verify` (`read_certificate` with the key), `cert compare` and a fleet's refusals (`read_signed`)
-    and a fleet's quick proof (`proven_certificate`, else `read_signed`) take the file: its model, or the reason."""
+    and a fleet's quick proof (`proven_certificate`, else `read_signed`) take the file: its model, or the reason;
+    the facts a fleet's status keeps of it (`proven_facts`) are held to be those of its model, and none of a file
+    the readers refuse."""
 
     def verdict(read: Callable[[], Any]) -> object:
         try:
@@ -56,11 +61,17 @@ def _verdicts(path: Path, keys: Path, keyed: bool) -> tuple[object, object, obje
 
     public = [keys / "k.pub"] if keyed else []
     loaded = loaded_signers(public)
-    return (
+    verdicts = (
         verdict(lambda: read_certificate(path, keys / "k.pub" if keyed else None)[1]),
         verdict(lambda: read_signed(path, signers(public))),
         verdict(lambda: proven_certificate(path.read_bytes(), loaded) or read_signed(path, loaded.paths)),
     )
+    quick = proven_facts(path.read_bytes(), loaded)  # what the fleet keeps: the models' facts, of none refused
+    if quick is not None:
+        assert isinstance(verdicts[1], dict)
+        facts = facts_from_plain(quick.plain, Numerics.model_validate_json, json.loads)
+        assert facts == certificate_facts(read_signed(path, loaded.paths).certificate)
+    return verdicts
 
 
 def test_verify_s_file_is_the_canonical_rendering_and_its_signature_is_over_its_bytes(keys: Path) -> None:

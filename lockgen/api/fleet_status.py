@@ -41,7 +41,7 @@ from lockgen.api.steps.certificate_steps import (
     Signers,
     certificate_files,
     loaded_signers,
-    proven_certificate,
+    proven_facts,
     read_signed,
 )
 from lockgen.core.fleet.fleet_html import status_page
@@ -447,17 +447,12 @@ def _verified_facts(
             facts = None
         if facts is not None:
             return facts
-    certificate = proven_certificate(data, keys)
-    if certificate is None:
+    proven = proven_facts(data, keys)
+    if proven is None:
         return certificate_facts(
             read_signed(Path(path), keys.paths).certificate
         )  # refuses it, saying why, or accepts what the quick proof cannot
-    plain = certificate_facts(certificate.certificate).plain()
-    signer = (
-        fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
-    )
+    signer = fingerprints.get(proven.key_id, "") if proven.key_id is not None and fingerprints else ""
     if signer or not fingerprints:
-        kept_verdicts.keep(sha256, signer, plain)
-    return from_plain(plain) or certificate_facts(
-        certificate.certificate
-    )  # the kept form: shared fingerprint and evidence
+        kept_verdicts.keep(sha256, signer, proven.plain)
+    return from_plain(proven.plain) or certificate_facts(read_signed(Path(path), keys.paths).certificate)

@@ -58,6 +58,7 @@ RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerpri
 # signature, and how each form's body is validated), from lockgen's folder
 RULE_SOURCES = (
     "model/certificate.py",
+    "model/plain_certificate.py",
     "model/json_values.py",
     "../verify/schema.py",
     "adapters/node/signing.py",

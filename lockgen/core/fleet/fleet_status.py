@@ -29,6 +29,9 @@ HEADLINES = (  # (group, name, label): the figures a person compares across node
 )
 
 
+UNCOMPARED = frozenset({"phases"})  # the figures no regression names: the phases' timings
+
+
 @dataclass(frozen=True, slots=True)  # slots: a fleet's status holds one per node
 class StatusRow:
     node: str
@@ -98,15 +101,36 @@ class CertificateFacts:
 
 def certificate_facts(body: CertificateBody) -> CertificateFacts:
     return CertificateFacts(
-        covers=covers(body),
+        covers=covers(body.subject.lock_sha256, body.subject.image_digest),
         created=body.created,
         arch=body.arch,
         passed=body.passed,
         failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
-        figures=readings(body.figures, leave_out=frozenset({"phases"})),
+        figures=readings(body.figures, leave_out=UNCOMPARED),
         numerics=body.numerics,
         stack=cause_evidence(body.stack),
     )
+
+
+def plain_facts(body: dict[str, Any]) -> list[Any]:
+    """`certificate_facts(...).plain()` of a body validated as plain values (`model.plain_certificate.plain_body`:
+    a field with a default may be absent, so it is read with its default) without building its models; the
+    fingerprint as its canonical JSON (`facts_from_plain` reads it into the model, the same model)."""
+    subject, numerics = body["subject"], body.get("numerics")
+    return [
+        covers(subject.get("lock_sha256"), subject.get("image_digest")),
+        body["created"],
+        body["arch"],
+        body["passed"],
+        [f"{check['category']}/{check['name']}" for check in body["checks"] if not check["passed"]],
+        {
+            group: {name: {"value": figure["value"], "unit": figure["unit"]} for name, figure in entries.items()}
+            for group, entries in body["figures"].items()
+            if group not in UNCOMPARED
+        },
+        None if numerics is None else json.dumps(numerics, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+        json.dumps(cause_evidence(body["stack"]), sort_keys=True),
+    ]
 
 
 def facts_from_plain(
@@ -153,11 +177,12 @@ class _Group:
     entries: list[tuple[str, CertificateFacts]] = field(default_factory=list)
 
 
-def covers(body: CertificateBody) -> str:
-    if body.subject.lock_sha256:
-        return f"lock {body.subject.lock_sha256[:12]}"
-    if body.subject.image_digest:
-        return f"image {body.subject.image_digest[:19]}"
+def covers(lock_sha256: str | None, image_digest: str | None) -> str:
+    """What a certificate covers, by its subject's lock or image digest."""
+    if lock_sha256:
+        return f"lock {lock_sha256[:12]}"
+    if image_digest:
+        return f"image {image_digest[:19]}"
     return "no lock"
 
 
