@@ -219,14 +219,10 @@ class SpilledRows:
         return (row.as_json() for row in self.rows())
 
     def json_texts(self, depth: int) -> Iterator[str]:
-        """Each row's JSON as `json.dumps(row, indent=2, sort_keys=True, default=str)` writes it, its lines after
-        the first indented `depth` levels more (`--json` writes them into the report as they are made), by
-        `signing.rendered_nested`: json's indenting encoder is its pure-Python one (a second of 10,000 rows)."""
-        for row in self:
-            try:
-                yield signing.rendered_nested(row, depth)
-            except TypeError:  # a value JSON has no type for: json's own text of it (`str`), as print_json writes
-                yield json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n" + "  " * depth)
+        """Each row's JSON as `json.dumps(row, indent=2, sort_keys=True)` writes it, its lines after the first
+        indented `depth` levels more (`--json` writes them into the report as they are made), by
+        `StatusRow.json_text`: json's indenting encoder is its pure-Python one (0.3 s of 10,000 rows)."""
+        return (row.json_text(depth) for row in self.rows())
 
     def _spilled(self) -> Iterator[StatusRow]:
         for spill, count in self._files:
