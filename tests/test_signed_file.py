@@ -24,9 +24,9 @@ from lockgen.api.steps.certificate_steps import (
     read_signed,
     signers,
 )
-from lockgen.core.fleet.fleet_status import certificate_facts, facts_from_plain
+from lockgen.api.fleet_status import SharedFacts
+from lockgen.core.fleet.fleet_status import certificate_facts
 from lockgen.digests import canonical_json
-from lockgen.model.certificate import Numerics
 from lockgen.errors import LockgenError
 from tests.conftest import REPO, run_cli
 
@@ -69,7 +69,7 @@ def _verdicts(path: Path, keys: Path, keyed: bool) -> tuple[object, object, obje
     quick = proven_facts(path.read_bytes(), loaded)  # what the fleet keeps: the models' facts, of none refused
     if quick is not None:
         assert isinstance(verdicts[1], dict)
-        facts = facts_from_plain(quick.plain, Numerics.model_validate_json, json.loads)
+        facts = SharedFacts().kept(quick.plain)
         assert facts == certificate_facts(read_signed(path, loaded.paths).certificate)
     return verdicts
 

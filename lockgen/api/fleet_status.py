@@ -21,6 +21,7 @@ import datetime as dt
 import hashlib
 import heapq
 import json
+import marshal
 import pickle
 from contextlib import ExitStack
 from collections.abc import Callable, Iterator, Sequence
@@ -50,6 +51,7 @@ from lockgen.core.fleet.fleet_status import (
     StatusRow,
     certificate_facts,
     facts_from_plain,
+    plain_as_facts,
     status_rows,
 )
 from lockgen.core.certificate.numerics import CountedFingerprint, Member, OddFingerprints
@@ -369,25 +371,12 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
     index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
     written = 0
     refused: list[Refusal] = []
-    numerics_by_text: dict[
-        str, Numerics
-    ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
-    stacks_by_text: dict[str, dict[str, Any]] = {}
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
-
-    def numerics_of(text: str) -> Numerics:
-        found = numerics_by_text.get(text)
-        return found if found is not None else numerics_by_text.setdefault(text, Numerics.model_validate_json(text))
-
-    def stack_of(text: str) -> dict[str, Any]:
-        found = stacks_by_text.get(text)
-        return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
+    shared = SharedFacts()
 
     def facts(path: str, kept: KeptVerdicts) -> CertificateFacts:
-        return _verified_facts(
-            path, keys, kept_keys, accepted, kept, lambda value: facts_from_plain(value, numerics_of, stack_of)
-        )
+        return _verified_facts(path, keys, kept_keys, accepted, kept, shared)
 
     with KeptVerdicts() as kept:  # what this process proves is kept as one pack, written when its share is read
         for node, group in groupby(share[0].records(share[1]), key=_node_of):
@@ -417,13 +406,46 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
     return ShareRead(count, failed, failing, ShareFingerprints(counted, written), refused)
 
 
+class SharedFacts:
+    """Certificate facts made of their plain values with one copy of each fingerprint and evidence (a fleet's nodes
+    mostly share their fingerprint and settings), by their bytes (`CertificateFacts.plain`)."""
+
+    def __init__(self) -> None:
+        self._numerics: dict[bytes, Numerics] = {}
+        self._stacks: dict[bytes, dict[str, Any]] = {}
+
+    def numerics(self, data: bytes) -> Numerics:
+        found = self._numerics.get(data)
+        if found is None:
+            found = self._numerics[data] = Numerics.model_validate(marshal.loads(data))
+        return found
+
+    def stack(self, data: bytes) -> dict[str, Any]:
+        found = self._stacks.get(data)
+        if found is None:
+            loaded = marshal.loads(data)
+            if type(loaded) is not dict:
+                raise ValueError("the evidence is not an object")
+            found = self._stacks[data] = loaded
+        return found
+
+    def kept(self, value: object) -> CertificateFacts | None:
+        """The facts of a kept verdict's values; None when they are not of their shape (ValueError, ValidationError
+        when a fingerprint or evidence is not)."""
+        return facts_from_plain(value, self.numerics, self.stack)
+
+    def proven(self, value: list[Any]) -> CertificateFacts:
+        """The facts of the values this process made of a certificate it proved."""
+        return plain_as_facts(value, self.numerics, self.stack)
+
+
 def _verified_facts(
     path: str,
     keys: Signers,
     fingerprints: dict[str, str],
     accepted: set[str],
     kept_verdicts: KeptVerdicts,
-    from_plain: Callable[[Any], CertificateFacts | None],
+    shared: SharedFacts,
 ) -> CertificateFacts:
     """The facts of the certificate at `path`: the kept ones when its bytes' verdict under one of the keys is kept
     (`kept_verdicts`), else those of the certificate proven now (kept when the quick proof accepted exactly the
@@ -438,8 +460,8 @@ def _verified_facts(
     kept = kept_verdicts.verdict(sha256, accepted)
     if kept is not None:
         try:
-            facts = from_plain(kept)
-        except (ValidationError, ValueError):  # a fingerprint or evidence that is not JSON of its shape: not kept
+            facts = shared.kept(kept)
+        except (ValidationError, ValueError, EOFError, TypeError):  # a fingerprint or evidence not of its shape
             facts = None
         if facts is not None:
             return facts
@@ -451,4 +473,4 @@ def _verified_facts(
     signer = fingerprints.get(proven.key_id, "") if proven.key_id is not None and fingerprints else ""
     if signer or not fingerprints:
         kept_verdicts.keep(sha256, signer, proven.plain)
-    return from_plain(proven.plain) or certificate_facts(read_signed(Path(path), keys.paths).certificate)
+    return shared.proven(proven.plain)  # the kept form: shared fingerprint and evidence

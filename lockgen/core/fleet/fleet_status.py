@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import marshal
 import re
 import sys
 from collections.abc import Callable
@@ -114,8 +115,8 @@ class CertificateFacts:
     """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures' values
     and units (all but the phases' timings, which no regression names: for the regressions of the node's next
     certificate), its fingerprint and its stack's cause evidence. A fleet's folders keep these per certificate's
-    bytes and key (`adapters.node.kept_verdicts`) as `plain` values, the fingerprint and the evidence as canonical
-    JSON text, by which the certificates of a fleet share one copy of each."""
+    bytes and key (`adapters.node.kept_verdicts`) as `plain` values, the fingerprint and the evidence as bytes
+    (`_shared`), by which the certificates of a fleet share one copy of each."""
 
     covers: str
     created: str
@@ -128,7 +129,7 @@ class CertificateFacts:
 
     def plain(self) -> list[Any]:
         """The facts as values marshal holds (`facts_from_plain` reads them back)."""
-        numerics = self.numerics.model_dump_json() if self.numerics is not None else None
+        numerics = _shared(self.numerics.model_dump()) if self.numerics is not None else None
         return [
             self.covers,
             self.created,
@@ -137,8 +138,14 @@ class CertificateFacts:
             list(self.failed),
             self.figures,
             numerics,
-            json.dumps(self.stack, sort_keys=True),
+            _shared(self.stack),
         ]
+
+
+def _shared(value: Any) -> bytes:
+    """A fingerprint or evidence as the bytes a fleet's certificates share one copy of each by: marshal's version 2,
+    which writes no references nor interning, so equal values (their keys in the same order) are equal bytes."""
+    return marshal.dumps(value, 2)
 
 
 def certificate_facts(body: CertificateBody) -> CertificateFacts:
@@ -157,7 +164,7 @@ def certificate_facts(body: CertificateBody) -> CertificateFacts:
 def plain_facts(body: dict[str, Any]) -> list[Any]:
     """`certificate_facts(...).plain()` of a body validated as plain values (`model.plain_certificate.plain_body`:
     a field with a default may be absent, so it is read with its default) without building its models; the
-    fingerprint as its canonical JSON (`facts_from_plain` reads it into the model, the same model)."""
+    fingerprint as the plain object it was validated as (`facts_from_plain` reads it into the same model)."""
     subject, numerics = body["subject"], body.get("numerics")
     return [
         covers(subject.get("lock_sha256"), subject.get("image_digest")),
@@ -170,16 +177,17 @@ def plain_facts(body: dict[str, Any]) -> list[Any]:
             for group, entries in body["figures"].items()
             if group not in UNCOMPARED
         },
-        None if numerics is None else json.dumps(numerics, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
-        json.dumps(cause_evidence(body["stack"]), sort_keys=True),
+        None if numerics is None else _shared(numerics),
+        _shared(cause_evidence(body["stack"])),
     ]
 
 
 def facts_from_plain(
-    value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]
+    value: object, numerics_of: Callable[[bytes], Numerics], stack_of: Callable[[bytes], dict[str, Any]]
 ) -> CertificateFacts | None:
-    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape; `numerics_of` and
-    `stack_of` make the fingerprint and the evidence of their JSON text (and may share one copy of each)."""
+    """`CertificateFacts.plain`'s values read back (a kept verdict's) as facts again, None when they are not of that
+    shape; `numerics_of` and `stack_of` make the fingerprint and the evidence of their bytes (and may share one
+    copy of each)."""
     if type(value) is not list or len(value) != 8:
         return None
     covered, created, arch, passed, failed, figures, numerics, stack = value
@@ -188,20 +196,28 @@ def facts_from_plain(
         and type(created) is str
         and type(arch) is str
         and type(passed) is bool
-        and type(stack) is str
+        and type(stack) is bytes
     ):
         return None
     if not (
         type(failed) is list
         and all(type(name) is str for name in failed)
         and type(figures) is dict
-        and (numerics is None or type(numerics) is str)
+        and (numerics is None or type(numerics) is bytes)
     ):
         return None
     if not all(
         type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()
     ):
         return None
+    return plain_as_facts(value, numerics_of, stack_of)
+
+
+def plain_as_facts(
+    value: list[Any], numerics_of: Callable[[bytes], Numerics], stack_of: Callable[[bytes], dict[str, Any]]
+) -> CertificateFacts:
+    """Plain values this process made (`plain_facts`, `CertificateFacts.plain`) as facts, their shape known."""
+    covered, created, arch, passed, failed, figures, numerics, stack = value
     return CertificateFacts(
         sys.intern(covered),
         created,
@@ -271,39 +287,46 @@ def status_rows(
 ) -> list[StatusRow]:
     """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
     the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
+    if len(certificates) == 1:  # a node's one certificate (most nodes of a fleet): its row, nothing to group
+        node, source, facts = certificates[0]
+        return [_row(node, facts.covers, [(source, facts)], now, noise)]
     groups: dict[tuple[str, str], _Group] = {}
     for node, source, facts in certificates:
         groups.setdefault((node, facts.covers), _Group()).entries.append((source, facts))
-    rows = []
-    for (node, covered), group in sorted(groups.items()):
-        ordered = sorted(group.entries, key=lambda item: item[1].created)
-        source, latest = ordered[-1]
-        regressions: tuple[str, ...] = ()
-        if len(ordered) > 1:
-            changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
-            regressions = tuple(
-                f"{c.name} {c.change:+.1%}"
-                for c in changes
-                if c.regression and c.change is not None and not c.name.startswith("phases/")
-            )
-        rows.append(
-            StatusRow(
-                node=node,
-                covers=sys.intern(covered),
-                source=source,
-                created=latest.created,
-                age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
-                arch=sys.intern(latest.arch),
-                passed=latest.passed,
-                failed=latest.failed,
-                figures=headline_figures(latest.figures),
-                regressions=regressions,
-                certificates=len(ordered),
-                numerics=latest.numerics,
-                stack=latest.stack,
-            )
+    return [
+        _row(node, covered, sorted(group.entries, key=lambda item: item[1].created), now, noise)
+        for (node, covered), group in sorted(groups.items())
+    ]
+
+
+def _row(
+    node: str, covered: str, ordered: list[tuple[str, CertificateFacts]], now: dt.datetime, noise: float
+) -> StatusRow:
+    """The row of a node and what its certificates cover, from them oldest first."""
+    source, latest = ordered[-1]
+    regressions: tuple[str, ...] = ()
+    if len(ordered) > 1:
+        changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
+        regressions = tuple(
+            f"{c.name} {c.change:+.1%}"
+            for c in changes
+            if c.regression and c.change is not None and not c.name.startswith("phases/")
         )
-    return rows
+    return StatusRow(
+        node=node,
+        covers=sys.intern(covered),
+        source=source,
+        created=latest.created,
+        age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
+        arch=sys.intern(latest.arch),
+        passed=latest.passed,
+        failed=latest.failed,
+        figures=headline_figures(latest.figures),
+        regressions=regressions,
+        certificates=len(ordered),
+        numerics=latest.numerics,
+        stack=latest.stack,
+    )
 
 
 def age_text(seconds: float) -> str:
