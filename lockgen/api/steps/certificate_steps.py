@@ -21,7 +21,7 @@ from lockgen.adapters import user_files
 from lockgen.adapters.node import signing
 from lockgen.core import nesting
 from lockgen.core.certificate.numerics import NumericsReference
-from lockgen.core.fleet.fleet_status import certificate_facts, plain_facts
+from lockgen.core.fleet.fleet_status import FAILED, certificate_facts, plain_facts
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics, Signature
@@ -256,9 +256,10 @@ def proven_facts(data: bytes, keys: Signers) -> ProvenFacts | None:
             return ProvenFacts(certificate_facts(framed_certificate(found, "").certificate).plain(), found.key_id)
         except LockFormatError:
             return None
-    if body["passed"] != all(check["passed"] for check in body["checks"]):
-        return None  # edited: `read_signed` says so
-    return ProvenFacts(plain_facts(body), found.key_id)
+    plain = plain_facts(body)
+    if body["passed"] == bool(plain[FAILED]):  # `passed` contradicting its checks: edited, `read_signed` says so
+        return None
+    return ProvenFacts(plain, found.key_id)
 
 
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:

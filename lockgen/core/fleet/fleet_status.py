@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _text
 from typing import Any
 
-from lockgen.core.certificate.certify import compare_figures
 from lockgen.errors import LockFormatError
 from lockgen.model.certificate import CertificateBody, FigureReadings, Numerics, readings
 from lockgen.model.names import shown
@@ -140,6 +139,9 @@ class CertificateFacts:
             numerics,
             _shared(self.stack),
         ]
+
+
+FAILED = 4  # where `plain` holds the failed checks' names
 
 
 def _shared(value: Any) -> bytes:
@@ -305,7 +307,9 @@ def _row(
     """The row of a node and what its certificates cover, from them oldest first."""
     source, latest = ordered[-1]
     regressions: tuple[str, ...] = ()
-    if len(ordered) > 1:
+    if len(ordered) > 1:  # its figures against its previous certificate's (certify and what it imports, 20 ms of a
+        from lockgen.core.certificate.certify import compare_figures  # status: for a node of several certificates)
+
         changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
         regressions = tuple(
             f"{c.name} {c.change:+.1%}"
