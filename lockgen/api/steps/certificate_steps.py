@@ -155,7 +155,8 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
             "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
         )
-    return _certificate_of(path, data, _signer_of(path, signed_by, keys))[1]
+    signing.check_signed(document, _signer_of(path, signed_by, keys))  # the file proven canonical once, above
+    return certificate
 
 
 def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
