@@ -786,12 +786,14 @@ def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monk
     assert "8 of 24 node certificates failed (n01, n04, n07, n10, n13)" in status.stderr
 
 
-def test_this_process_reads_its_share_while_the_children_read_theirs_and_ends_them_when_it_fails(
+def test_the_cores_take_shares_at_once_a_failed_child_s_are_read_again_and_none_is_left_on_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cores read their shares at once: this process reads its own before it waits for any child (it waited
-    for each child first, so a cold status took the two cores' work one after the other); and when its own share
-    fails (an error, Ctrl-C), the children are ended and waited for, not left reading."""
+    """The cores read at once: this process takes shares before it waits for any child (it waited for each
+    child first, so a cold status took the two cores' work one after the other); a core kept busy by another
+    program takes fewer shares (each core had half of them); the shares a child took are read here again when it
+    fails, every row once; and when this process fails (an error, Ctrl-C), the children are ended and waited
+    for, not left reading."""
     import datetime as dt
     import os
     import time
@@ -828,8 +830,28 @@ def test_this_process_reads_its_share_while_the_children_read_theirs_and_ends_th
     monkeypatch.setattr(parallel.Forked, "__init__", noted_fork)
     now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
     report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
-    assert len(report["rows"]) == 40 and len(pids) == 1
-    assert events == ["this process's share", "a child waited for"]
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)] and len(pids) == 1
+    assert events[0] == "this process's share" and events.index("a child waited for") == len(events) - 1
+
+    def slow_child(*args: object) -> object:
+        if os.getpid() != parent:
+            time.sleep(1)  # a core another program keeps busy
+        return noted_share(*args)
+
+    events.clear()
+    monkeypatch.setattr(use_case, "_share_rows", slow_child)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)]
+    assert events.count("this process's share") >= 2 * use_case.SHARES_PER_CORE - 2  # the free core took the most
+
+    def dying_child(*args: object) -> object:
+        if os.getpid() != parent:
+            os._exit(1)  # the child dies with the share it took
+        return share_rows(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(use_case, "_share_rows", dying_child)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)] and len(pids) == 3
 
     def failing_share(*args: object) -> object:
         if os.getpid() != parent:
@@ -840,6 +862,6 @@ def test_this_process_reads_its_share_while_the_children_read_theirs_and_ends_th
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="share failed"):
         use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
-    assert time.monotonic() - started < 30 and len(pids) == 2
+    assert time.monotonic() - started < 30 and len(pids) == 4
     with pytest.raises(ChildProcessError):  # ended and waited for: no child of this process is left
-        os.waitpid(pids[1], os.WNOHANG)
+        os.waitpid(pids[3], os.WNOHANG)

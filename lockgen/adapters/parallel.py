@@ -236,6 +236,37 @@ def share_numbers(count: int) -> int | None:
     return read
 
 
+class ShareNumbers:
+    """Share numbers 0 .. `count` - 1 for this process and the children it forks next to take, each once, in
+    order, whoever is free taking the next (`taken`): from a pipe (`share_numbers`), or, where none can be had,
+    all of them by this process alone (then fork no child). A context manager: leaving it closes the pipe."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._queue = share_numbers(count)
+
+    @property
+    def shared(self) -> bool:
+        """Whether forked children can take shares too (the pipe was made)."""
+        return self._queue is not None
+
+    def taken(self) -> Iterator[int]:
+        if self._queue is None:
+            yield from range(self._count)
+        else:
+            yield from taken_shares(self._queue)
+
+    def __enter__(self) -> ShareNumbers:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._queue is not None:
+            os.close(self._queue)
+            self._queue = None
+
+
 def taken_shares(queue: int) -> Iterator[int]:
     """The next share number from the pipe `queue` until it is empty (a read of 4 bytes from a pipe is whole)."""
     while len(record := os.read(queue, 4)) == 4:

@@ -71,6 +71,7 @@ def _by_node(path: str) -> tuple[str, str]:
 
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+SHARES_PER_CORE = 4  # whoever is free takes the next: a core that another program slows takes fewer
 FIRST_FAILING = 5  # the failing nodes the summary names (the rows name them all)
 PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
@@ -287,32 +288,37 @@ class FoldersRead:
 
 def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
-    whole nodes: a child per other core takes a share, writing its rows and its nodes' fingerprints to temporary
-    files of its own (made here, so this process reads them back), this process the last one meanwhile (before it
-    waits for any child: it waited for each in turn first, so the cores took their shares one after another); a
-    share whose child failed is read here, and a child is ended when this process fails or is interrupted."""
-    shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
+    whole nodes: the paths are cut into `SHARES_PER_CORE` shares a core, and a child per other core and this
+    process take the next share until none is left (`parallel.ShareNumbers`: a core slowed by another program's
+    work takes fewer), each share's rows and its nodes' fingerprints written to temporary files of its own (made
+    here, so this process reads them back in the shares' order); a share a failed child took is read here again,
+    and the children are ended when this process fails or is interrupted."""
+    cores = min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE))
+    shares = _shares(paths, cores * SHARES_PER_CORE if cores > 1 else 1)
     streams = [(SpillFile(), SpillFile()) for _ in shares]
-    reads: list[ShareRead] = []
-    with ExitStack() as started:
+    taken: dict[int, ShareRead] = {}
+    with parallel.ShareNumbers(len(shares)) as numbers, ExitStack() as started:
+        work = partial(_taken, numbers, shares, streams, keys, now, noise)
         children = [
-            started.enter_context(parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise)))
-            for share, stream in zip(shares[:-1], streams)
+            started.enter_context(parallel.Forked(partial(_pickled, work)))
+            for _ in range(cores - 1 if numbers.shared else 0)
         ]
         try:
-            own = _share_rows(shares[-1], streams[-1], keys, now, noise) if shares else None  # while they read theirs
-            for child, share, stream in zip(children, shares, streams):
+            taken.update(work())  # while the children take theirs
+            for child in children:
                 data = child.data()
-                if data is None:  # its child failed: read here (what it wrote is written again)
-                    stream[0].clear()
-                    stream[1].clear()
-                reads.append(pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise))
-        except BaseException:  # an error or Ctrl-C: no child is left reading its share
+                taken.update(pickle.loads(data) if data is not None else {})  # our own child's bytes
+        except BaseException:  # an error or Ctrl-C: no child is left reading its shares
             for child in children:
                 child.stop()
             raise
-        if own is not None:
-            reads.append(own)
+    for number, (share, stream) in enumerate(zip(shares, streams)):
+        if number not in taken:  # a share a failed child took: read here (what it wrote is written again)
+            stream[0].clear()
+            stream[1].clear()
+            with KeptVerdicts() as kept:
+                taken[number] = _share_rows(share, stream, keys, now, noise, kept)
+    reads = [taken[number] for number in range(len(shares))]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
     failed = 0
@@ -356,11 +362,29 @@ def _shares(paths: SortedSpill, count: int) -> list[Share]:
 Streams = tuple[SpillFile, SpillFile]  # a share's rows, and its nodes' (node, fingerprint index)
 
 
-def _share_pickled(share: Share, stream: Streams, keys: Signers, now: dt.datetime, noise: float) -> bytes:
-    return pickle.dumps(_share_rows(share, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
+def _taken(
+    numbers: parallel.ShareNumbers,
+    shares: list[Share],
+    streams: list[Streams],
+    keys: Signers,
+    now: dt.datetime,
+    noise: float,
+) -> dict[int, ShareRead]:
+    """The shares this process takes from `numbers` until none is left, read, by their number; what it proves is
+    kept as one pack (`KeptVerdicts`), written when the last is read."""
+    with KeptVerdicts() as kept:
+        return {
+            number: _share_rows(shares[number], streams[number], keys, now, noise, kept) for number in numbers.taken()
+        }
 
 
-def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
+def _pickled(work: Callable[[], dict[int, ShareRead]]) -> bytes:
+    return pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _share_rows(
+    share: Share, streams: Streams, keys: Signers, now: dt.datetime, noise: float, kept: KeptVerdicts
+) -> ShareRead:
     """Each node's rows written to the first of `streams` as soon as its certificates (consecutive in `paths`)
     are read, and (node, index of its fingerprint) to the second: only one node's certificates and rows are
     held at a time; returned: how many rows, the fingerprints counted, the refusals."""
@@ -375,32 +399,31 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
     accepted = set(kept_keys.values()) or {""}
     shared = SharedFacts()
 
-    def facts(path: str, kept: KeptVerdicts) -> CertificateFacts:
+    def facts(path: str) -> CertificateFacts:
         return _verified_facts(path, keys, kept_keys, accepted, kept, shared)
 
-    with KeptVerdicts() as kept:  # what this process proves is kept as one pack, written when its share is read
-        for node, group in groupby(share[0].records(share[1]), key=_node_of):
-            found = []
-            for path in group:
-                try:
-                    found.append((node, path, facts(path, kept)))
-                except LockgenError as error:
-                    refused.append({"node": node, "source": str(path), "reason": error.message})
-            for row in status_rows(found, now, noise):
-                _spill(row, stream)
-                count += 1
-                if not row.passed:
-                    failed += 1
-                    if failed <= FIRST_FAILING:
-                        failing.append((row.node, row.covers))
-                if row.numerics is not None:
-                    index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
-                    if index == len(counted):
-                        counted.append((row.numerics, row.stack, 0))
-                    numerics, stack, nodes = counted[index]
-                    counted[index] = (numerics, stack, nodes + 1)
-                    members.append((row.node, index))
-                    written += 1
+    for node, group in groupby(share[0].records(share[1]), key=_node_of):
+        found = []
+        for path in group:
+            try:
+                found.append((node, path, facts(path)))
+            except LockgenError as error:
+                refused.append({"node": node, "source": str(path), "reason": error.message})
+        for row in status_rows(found, now, noise):
+            _spill(row, stream)
+            count += 1
+            if not row.passed:
+                failed += 1
+                if failed <= FIRST_FAILING:
+                    failing.append((row.node, row.covers))
+            if row.numerics is not None:
+                index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
+                if index == len(counted):
+                    counted.append((row.numerics, row.stack, 0))
+                numerics, stack, nodes = counted[index]
+                counted[index] = (numerics, stack, nodes + 1)
+                members.append((row.node, index))
+                written += 1
     stream.finish()
     members.finish()
     return ShareRead(count, failed, failing, ShareFingerprints(counted, written), refused)
