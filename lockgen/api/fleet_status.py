@@ -4,16 +4,18 @@ headline figures, regressions against the node's previous certificate and the no
 as text, `--json`, or one static HTML page (`--html`), written atomically.
 
 At fleet size (issue 48: 10,000 certificates, and 100,000) the folders are walked for certificate paths as
-text, sorted by node in runs spilled to files and merged (`SortedSpill`), each core's share of them written to
-a file of its own; the certificates are read node by node, each hashed and
-its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
-(`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read;
-the rows are written to temporary files as their nodes finish and read back one at a time for the output
-(`SpilledRows`), and each node's (node, fingerprint) likewise, read back only to name the nodes of a fingerprint
-that differs (`FleetFingerprints`): what is held is each distinct fingerprint with its count, never a node's row,
-name or certificates (the HTML page, which draws every node, holds the rows); the nodes are shared out among the
-cores (`parallel.Forked`: children of this process, each writing its share's rows and members to its own files
-and sending back its counted fingerprints and refusals pickled), each share whole nodes."""
+text, sorted by node in runs spilled to files and merged (`SortedSpill`), and cut into shares of whole nodes,
+each written to a file of its own; the certificates are read node by node, each hashed and its kept verdict
+taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
+(`certificate_steps.proven_facts`: a framed file's body validated as plain values, by the models' rules, not
+built into them), and reduced to its node's rows as soon as the node's last one is read; the rows are written
+to temporary files as their nodes finish and read back one at a time for the output (`SpilledRows`; `--json`
+writes each row's text from its fields, `StatusRow.json_text`), and each node's (node, fingerprint) likewise,
+read back only to name the nodes of a fingerprint that differs (`FleetFingerprints`): what is held is each
+distinct fingerprint with its count, never a node's row, name or certificates (the HTML page, which draws every
+node, holds the rows). The cores read at once: four shares a core, this process and a forked child per other
+core (`parallel.Forked`) each taking the next share number from one pipe (`parallel.ShareNumbers`), writing its
+shares' rows and members to their own files and sending back its counted fingerprints and refusals pickled."""
 
 from __future__ import annotations
 
