@@ -74,6 +74,7 @@ def _by_node(path: str) -> tuple[str, str]:
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
 SHARES_PER_CORE = 4  # whoever is free takes the next: a core that another program slows takes fewer
+MOST_SHARES = 64  # but no more than this (three temporary files a share), or one a core where there are more
 FIRST_FAILING = 5  # the failing nodes the summary names (the rows name them all)
 PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
@@ -290,13 +291,13 @@ class FoldersRead:
 
 def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
-    whole nodes: the paths are cut into `SHARES_PER_CORE` shares a core, and a child per other core and this
-    process take the next share until none is left (`parallel.ShareNumbers`: a core slowed by another program's
-    work takes fewer), each share's rows and its nodes' fingerprints written to temporary files of its own (made
-    here, so this process reads them back in the shares' order); a share a failed child took is read here again,
-    and the children are ended when this process fails or is interrupted."""
+    whole nodes: the paths are cut into `SHARES_PER_CORE` shares a core (`MOST_SHARES` at most, or one a core),
+    and a child per other core and this process take the next share until none is left (`parallel.ShareNumbers`:
+    a core slowed by another program's work takes fewer), each share's rows and its nodes' fingerprints written
+    to temporary files of its own (made here, so this process reads them back in the shares' order); a share a
+    failed child took is read here again, and the children are ended when this process fails or is interrupted."""
     cores = min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE))
-    shares = _shares(paths, cores * SHARES_PER_CORE if cores > 1 else 1)
+    shares = _shares(paths, max(cores, min(cores * SHARES_PER_CORE, MOST_SHARES)) if cores > 1 else 1)
     streams = [(SpillFile(), SpillFile()) for _ in shares]
     taken: dict[int, ShareRead] = {}
     with parallel.ShareNumbers(len(shares)) as numbers, ExitStack() as started:
