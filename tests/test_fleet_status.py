@@ -470,8 +470,8 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
 )
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
     """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once),
-    each made by `signing.rendered_nested` (json's indenting encoder is pure Python: a second of 10,000 rows):
-    the bytes are `print_json`'s of the whole report."""
+    each given as its JSON text nested two levels (here `signing.rendered_nested`'s of any JSON value; a status
+    row's is `StatusRow.json_text`, held to json by its own test): the bytes are `print_json`'s of the report."""
     import contextlib
     import io
 
