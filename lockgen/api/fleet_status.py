@@ -315,12 +315,13 @@ def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: flo
             for child in children:
                 child.stop()
             raise
-    for number, (share, stream) in enumerate(zip(shares, streams)):
-        if number not in taken:  # a share a failed child took: read here (what it wrote is written again)
-            stream[0].clear()
-            stream[1].clear()
-            with KeptVerdicts() as kept:
-                taken[number] = _share_rows(share, stream, keys, now, noise, kept)
+    left = [number for number in range(len(shares)) if number not in taken]  # the shares of a failed child
+    if left:
+        with KeptVerdicts() as kept:  # read here, in one pack (what the child wrote is written again)
+            for number in left:
+                streams[number][0].clear()
+                streams[number][1].clear()
+                taken[number] = _share_rows(shares[number], streams[number], keys, now, noise, kept)
     reads = [taken[number] for number in range(len(shares))]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
