@@ -470,8 +470,8 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
 )
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
     """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once),
-    each made by `signing.rendered_nested` (json's indenting encoder is pure Python: a second of 10,000 rows):
-    the bytes are `print_json`'s of the whole report."""
+    each given as its JSON text nested two levels (here `signing.rendered_nested`'s of any JSON value; a status
+    row's is `StatusRow.json_text`, held to json by its own test): the bytes are `print_json`'s of the report."""
     import contextlib
     import io
 
@@ -484,6 +484,44 @@ def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) 
     with contextlib.redirect_stdout(streamed):
         print_json_texts(head, "rows", (rendered_nested(row, 2) for row in rows))
     assert streamed.getvalue() == whole.getvalue()
+
+
+TEXTS = st.text(st.characters(codec=None, exclude_categories=()), max_size=8)  # control characters, lone surrogates
+NUMBERS = st.floats() | st.sampled_from([0.0, -0.0, 1e16, 1e-7, 123456789.0, 786.318])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.tuples(TEXTS, TEXTS, TEXTS, TEXTS, TEXTS),
+    age_s=st.floats(min_value=0, max_value=1e12) | st.sampled_from([0.0, 59.4, 60.0, 3599.5, 86400.0]),
+    passed=st.booleans(),
+    failed=st.lists(TEXTS, max_size=3),
+    figures=st.dictionaries(TEXTS, st.tuples(NUMBERS, TEXTS), max_size=4),
+    regressions=st.lists(TEXTS, max_size=3),
+    certificates=st.integers(min_value=0, max_value=10**6),
+    depth=st.integers(min_value=0, max_value=3),
+)
+def test_a_row_s_json_text_is_json_s_own_byte_for_byte(
+    texts: tuple[str, str, str, str, str],
+    age_s: float,
+    passed: bool,
+    failed: list[str],
+    figures: dict[str, tuple[float, str]],
+    regressions: list[str],
+    certificates: int,
+    depth: int,
+) -> None:
+    """`StatusRow.json_text`, what `--json` writes of each row (json's indenting encoder is its pure-Python one: 0.3 s
+    of 10,000 rows after the cores' work), is `json.dumps(row.as_json(), indent=2, sort_keys=True)` nested `depth`
+    levels, whatever its text (escapes, lone surrogates), numbers (NaN, -0.0, 1e16) and empty lists and figures."""
+    from lockgen.core.fleet.fleet_status import StatusRow
+
+    node, covers, source, created, arch = texts
+    row = StatusRow(
+        node, covers, source, created, age_s, arch, passed, tuple(failed), figures, tuple(regressions), certificates
+    )
+    expected = json.dumps(row.as_json(), indent=2, sort_keys=True).replace("\n", "\n" + "  " * depth)
+    assert row.json_text(depth) == expected
 
 
 def test_the_walk_finds_what_rglob_finds_as_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -746,3 +784,84 @@ def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monk
     status = run_cli("fleet", "status", str(folder))
     assert status.returncode == 1
     assert "8 of 24 node certificates failed (n01, n04, n07, n10, n13)" in status.stderr
+
+
+def test_the_cores_take_shares_at_once_a_failed_child_s_are_read_again_and_none_is_left_on_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cores read at once: this process takes shares before it waits for any child (it waited for each
+    child first, so a cold status took the two cores' work one after the other); a core kept busy by another
+    program takes fewer shares (each core had half of them); the shares a child took are read here again when it
+    fails, every row once; and when this process fails (an error, Ctrl-C), the children are ended and waited
+    for, not left reading."""
+    import datetime as dt
+    import os
+    import time
+
+    from lockgen.adapters import parallel
+    from lockgen.api import fleet_status as use_case
+
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    text = render(_signed_document(tmp_path / "k"))
+    for node in range(40):
+        (folder / f"n{node:03d}.cert.json").write_text(text)
+    monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    parent, events, pids = os.getpid(), [], []
+    share_rows, data, forked = use_case._share_rows, parallel.Forked.data, parallel.Forked.__init__
+
+    def noted_share(*args: object) -> object:
+        if os.getpid() == parent:
+            events.append("this process's share")
+        return share_rows(*args)  # type: ignore[arg-type]
+
+    def noted_wait(self: parallel.Forked) -> bytes | None:
+        events.append("a child waited for")
+        return data(self)
+
+    def noted_fork(self: parallel.Forked, work: object) -> None:
+        forked(self, work)  # type: ignore[arg-type]
+        pids.extend([self._child[0]] if self._child is not None else [])
+
+    monkeypatch.setattr(use_case, "_share_rows", noted_share)
+    monkeypatch.setattr(parallel.Forked, "data", noted_wait)
+    monkeypatch.setattr(parallel.Forked, "__init__", noted_fork)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)] and len(pids) == 1
+    assert events[0] == "this process's share" and events.index("a child waited for") == len(events) - 1
+
+    def slow_child(*args: object) -> object:
+        if os.getpid() != parent:
+            time.sleep(1)  # a core another program keeps busy
+        return noted_share(*args)
+
+    events.clear()
+    monkeypatch.setattr(use_case, "_share_rows", slow_child)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)]
+    assert events.count("this process's share") >= 2 * use_case.SHARES_PER_CORE - 2  # the free core took the most
+
+    def dying_child(*args: object) -> object:
+        if os.getpid() != parent:
+            os._exit(1)  # the child dies with the share it took
+        return share_rows(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(use_case, "_share_rows", dying_child)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)] and len(pids) == 3
+
+    def failing_share(*args: object) -> object:
+        if os.getpid() != parent:
+            time.sleep(60)  # a child reading for a minute
+        raise RuntimeError("this process's share failed")
+
+    monkeypatch.setattr(use_case, "_share_rows", failing_share)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="share failed"):
+        use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert time.monotonic() - started < 30 and len(pids) == 4
+    with pytest.raises(ChildProcessError):  # ended and waited for: no child of this process is left
+        os.waitpid(pids[3], os.WNOHANG)

@@ -123,6 +123,17 @@ class Forked:
                 self._result = data
         return self._result
 
+    def stop(self) -> None:
+        """Ends the child now (its work is not wanted: the caller failed or was interrupted) and waits for it."""
+        if self._child is not None:
+            pid, read = self._child
+            self._child = None
+            _READING.discard(read)
+            os.close(read)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+            os.waitpid(pid, 0)
+
     def __enter__(self) -> Forked:
         return self
 
@@ -223,6 +234,37 @@ def share_numbers(count: int) -> int | None:
     os.write(write, b"".join(share.to_bytes(4, "little") for share in range(count)))
     os.close(write)
     return read
+
+
+class ShareNumbers:
+    """Share numbers 0 .. `count` - 1 for this process and the children it forks next to take, each once, in
+    order, whoever is free taking the next (`taken`): from a pipe (`share_numbers`), or, where none can be had,
+    all of them by this process alone (then fork no child). A context manager: leaving it closes the pipe."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._queue = share_numbers(count)
+
+    @property
+    def shared(self) -> bool:
+        """Whether forked children can take shares too (the pipe was made)."""
+        return self._queue is not None
+
+    def taken(self) -> Iterator[int]:
+        if self._queue is None:
+            yield from range(self._count)
+        else:
+            yield from taken_shares(self._queue)
+
+    def __enter__(self) -> ShareNumbers:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._queue is not None:
+            os.close(self._queue)
+            self._queue = None
 
 
 def taken_shares(queue: int) -> Iterator[int]:

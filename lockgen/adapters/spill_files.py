@@ -13,13 +13,15 @@ from typing import Any
 
 
 class SpillFile:
-    """Plain values (marshal's: numbers, text, tuples, lists, dicts) appended one at a time and read back in order."""
+    """Plain values (marshal's: numbers, text, tuples, lists, dicts) appended one at a time and read back in order,
+    each written as its length (4 bytes) and its marshal bytes."""
 
     def __init__(self) -> None:
         self._stream = tempfile.TemporaryFile()
 
     def append(self, record: Any) -> None:
-        marshal.dump(record, self._stream)
+        data = marshal.dumps(record)
+        self._stream.write(len(data).to_bytes(4, "little") + data)
 
     def finish(self) -> None:
         """Writes what is buffered (a child's writes must reach the file before it ends)."""
@@ -33,8 +35,9 @@ class SpillFile:
     def records(self, count: int) -> Iterator[Any]:
         """The first `count` records, in the order they were appended."""
         self._stream.seek(0)
-        for _ in range(count):
-            yield marshal.load(self._stream)
+        read = self._stream.read
+        for _ in range(count):  # each record read whole (marshal.load from a file reads it in many small reads)
+            yield marshal.loads(read(int.from_bytes(read(4), "little")))
 
 
 class SortedSpill:

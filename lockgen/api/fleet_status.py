@@ -4,16 +4,18 @@ headline figures, regressions against the node's previous certificate and the no
 as text, `--json`, or one static HTML page (`--html`), written atomically.
 
 At fleet size (issue 48: 10,000 certificates, and 100,000) the folders are walked for certificate paths as
-text, sorted by node in runs spilled to files and merged (`SortedSpill`), each core's share of them written to
-a file of its own; the certificates are read node by node, each hashed and
-its kept verdict taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
-(`certificate_steps.proven_certificate`), and reduced to its node's rows as soon as the node's last one is read;
-the rows are written to temporary files as their nodes finish and read back one at a time for the output
-(`SpilledRows`), and each node's (node, fingerprint) likewise, read back only to name the nodes of a fingerprint
-that differs (`FleetFingerprints`): what is held is each distinct fingerprint with its count, never a node's row,
-name or certificates (the HTML page, which draws every node, holds the rows); the nodes are shared out among the
-cores (`parallel.Forked`: children of this process, each writing its share's rows and members to its own files
-and sending back its counted fingerprints and refusals pickled), each share whole nodes."""
+text, sorted by node in runs spilled to files and merged (`SortedSpill`), and cut into shares of whole nodes,
+each written to a file of its own; the certificates are read node by node, each hashed and its kept verdict
+taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
+(`certificate_steps.proven_facts`: a framed file's body validated as plain values, by the models' rules, not
+built into them), and reduced to its node's rows as soon as the node's last one is read; the rows are written
+to temporary files as their nodes finish and read back one at a time for the output (`SpilledRows`; `--json`
+writes each row's text from its fields, `StatusRow.json_text`), and each node's (node, fingerprint) likewise,
+read back only to name the nodes of a fingerprint that differs (`FleetFingerprints`): what is held is each
+distinct fingerprint with its count, never a node's row, name or certificates (the HTML page, which draws every
+node, holds the rows). The cores read at once: four shares a core, this process and a forked child per other
+core (`parallel.Forked`) each taking the next share number from one pipe (`parallel.ShareNumbers`), writing its
+shares' rows and members to their own files and sending back its counted fingerprints and refusals pickled."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import datetime as dt
 import hashlib
 import heapq
 import json
+import marshal
 import pickle
+from contextlib import ExitStack
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +44,7 @@ from lockgen.api.steps.certificate_steps import (
     Signers,
     certificate_files,
     loaded_signers,
-    proven_certificate,
+    proven_facts,
     read_signed,
 )
 from lockgen.core.fleet.fleet_html import status_page
@@ -49,6 +53,7 @@ from lockgen.core.fleet.fleet_status import (
     StatusRow,
     certificate_facts,
     facts_from_plain,
+    plain_as_facts,
     status_rows,
 )
 from lockgen.core.certificate.numerics import CountedFingerprint, Member, OddFingerprints
@@ -68,6 +73,8 @@ def _by_node(path: str) -> tuple[str, str]:
 
 Refusal = dict[str, str]  # {node, source, reason}
 NODES_PER_SHARE = 500  # fewer nodes than this to a core: a child would cost about what it saves
+SHARES_PER_CORE = 4  # whoever is free takes the next: a core that another program slows takes fewer
+MOST_SHARES = 64  # but no more than this (three temporary files a share), or one a core where there are more
 FIRST_FAILING = 5  # the failing nodes the summary names (the rows name them all)
 PATHS_HELD = 20_000  # the certificate paths are sorted in runs of this many, each spilled to a file, then merged
 
@@ -218,14 +225,10 @@ class SpilledRows:
         return (row.as_json() for row in self.rows())
 
     def json_texts(self, depth: int) -> Iterator[str]:
-        """Each row's JSON as `json.dumps(row, indent=2, sort_keys=True, default=str)` writes it, its lines after
-        the first indented `depth` levels more (`--json` writes them into the report as they are made), by
-        `signing.rendered_nested`: json's indenting encoder is its pure-Python one (a second of 10,000 rows)."""
-        for row in self:
-            try:
-                yield signing.rendered_nested(row, depth)
-            except TypeError:  # a value JSON has no type for: json's own text of it (`str`), as print_json writes
-                yield json.dumps(row, indent=2, sort_keys=True, default=str).replace("\n", "\n" + "  " * depth)
+        """Each row's JSON as `json.dumps(row, indent=2, sort_keys=True)` writes it, its lines after the first
+        indented `depth` levels more (`--json` writes them into the report as they are made), by
+        `StatusRow.json_text`: json's indenting encoder is its pure-Python one (0.3 s of 10,000 rows)."""
+        return (row.json_text(depth) for row in self.rows())
 
     def _spilled(self) -> Iterator[StatusRow]:
         for spill, count in self._files:
@@ -288,28 +291,44 @@ class FoldersRead:
 
 def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: float) -> FoldersRead:
     """The rows (spilled), fingerprints and refusals of `paths` (sorted by node), shared out among the cores by
-    whole nodes: a child per other core takes a share, writing its rows and its nodes' fingerprints to temporary
-    files of its own (made here, so this process reads them back), this process the last; a share whose child
-    failed is read here."""
-    shares = _shares(paths, min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE)))
+    whole nodes: the paths are cut into `SHARES_PER_CORE` shares a core (`MOST_SHARES` at most, or one a core),
+    and a child per other core and this process take the next share until none is left (`parallel.ShareNumbers`:
+    a core slowed by another program's work takes fewer), each share's rows and its nodes' fingerprints written
+    to temporary files of its own (made here, so this process reads them back in the shares' order); a share a
+    failed child took is read here again, and the children are ended when this process fails or is interrupted."""
+    cores = min(parallel.cores(), max(1, paths.count // NODES_PER_SHARE))
+    shares = _shares(paths, max(cores, min(cores * SHARES_PER_CORE, MOST_SHARES)) if cores > 1 else 1)
     streams = [(SpillFile(), SpillFile()) for _ in shares]
-    children = [
-        parallel.Forked(partial(_share_pickled, share, stream, keys, now, noise))
-        for share, stream in zip(shares[:-1], streams)
-    ]
+    taken: dict[int, ShareRead] = {}
+    with parallel.ShareNumbers(len(shares)) as numbers, ExitStack() as started:
+        work = partial(_taken, numbers, shares, streams, keys, now, noise)
+        children = [
+            started.enter_context(parallel.Forked(partial(_pickled, work)))
+            for _ in range(cores - 1 if numbers.shared else 0)
+        ]
+        try:
+            taken.update(work())  # while the children take theirs
+            for child in children:
+                data = child.data()
+                taken.update(pickle.loads(data) if data is not None else {})  # our own child's bytes
+        except BaseException:  # an error or Ctrl-C: no child is left reading its shares
+            for child in children:
+                child.stop()
+            raise
+    left = [number for number in range(len(shares)) if number not in taken]  # the shares of a failed child
+    if left:
+        with KeptVerdicts() as kept:  # read here, in one pack (what the child wrote is written again)
+            for number in left:
+                streams[number][0].clear()
+                streams[number][1].clear()
+                taken[number] = _share_rows(shares[number], streams[number], keys, now, noise, kept)
+    reads = [taken[number] for number in range(len(shares))]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
     failed = 0
     fingerprints = FleetFingerprints()
     refused: list[Refusal] = []
-    for index, (share, stream) in enumerate(zip(shares, streams)):
-        data = children[index].data() if index < len(children) else None
-        if data is None:  # this process's share, or one whose child failed (what it wrote is written again)
-            stream[0].clear()
-            stream[1].clear()
-        read: ShareRead = (
-            pickle.loads(data) if data is not None else _share_rows(share, stream, keys, now, noise)
-        )  # our own child's bytes
+    for read, stream in zip(reads, streams):
         files.append((stream[0], read.rows))
         failing += read.failing
         failed += read.failed
@@ -347,11 +366,29 @@ def _shares(paths: SortedSpill, count: int) -> list[Share]:
 Streams = tuple[SpillFile, SpillFile]  # a share's rows, and its nodes' (node, fingerprint index)
 
 
-def _share_pickled(share: Share, stream: Streams, keys: Signers, now: dt.datetime, noise: float) -> bytes:
-    return pickle.dumps(_share_rows(share, stream, keys, now, noise), protocol=pickle.HIGHEST_PROTOCOL)
+def _taken(
+    numbers: parallel.ShareNumbers,
+    shares: list[Share],
+    streams: list[Streams],
+    keys: Signers,
+    now: dt.datetime,
+    noise: float,
+) -> dict[int, ShareRead]:
+    """The shares this process takes from `numbers` until none is left, read, by their number; what it proves is
+    kept as one pack (`KeptVerdicts`), written when the last is read."""
+    with KeptVerdicts() as kept:
+        return {
+            number: _share_rows(shares[number], streams[number], keys, now, noise, kept) for number in numbers.taken()
+        }
 
 
-def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime, noise: float) -> ShareRead:
+def _pickled(work: Callable[[], dict[int, ShareRead]]) -> bytes:
+    return pickle.dumps(work(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _share_rows(
+    share: Share, streams: Streams, keys: Signers, now: dt.datetime, noise: float, kept: KeptVerdicts
+) -> ShareRead:
     """Each node's rows written to the first of `streams` as soon as its certificates (consecutive in `paths`)
     are read, and (node, index of its fingerprint) to the second: only one node's certificates and rows are
     held at a time; returned: how many rows, the fingerprints counted, the refusals."""
@@ -362,52 +399,71 @@ def _share_rows(share: Share, streams: Streams, keys: Signers, now: dt.datetime,
     index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
     written = 0
     refused: list[Refusal] = []
-    numerics_by_text: dict[
-        str, Numerics
-    ] = {}  # a fleet's nodes mostly share their fingerprint and settings: one copy of each
-    stacks_by_text: dict[str, dict[str, Any]] = {}
     kept_keys = {key_id: signing.fingerprint(key) for key_id, key in keys.loaded.items()}
     accepted = set(kept_keys.values()) or {""}
+    shared = SharedFacts()
 
-    def numerics_of(text: str) -> Numerics:
-        found = numerics_by_text.get(text)
-        return found if found is not None else numerics_by_text.setdefault(text, Numerics.model_validate_json(text))
+    def facts(path: str) -> CertificateFacts:
+        return _verified_facts(path, keys, kept_keys, accepted, kept, shared)
 
-    def stack_of(text: str) -> dict[str, Any]:
-        found = stacks_by_text.get(text)
-        return found if found is not None else stacks_by_text.setdefault(text, json.loads(text))
-
-    def facts(path: str, kept: KeptVerdicts) -> CertificateFacts:
-        return _verified_facts(
-            path, keys, kept_keys, accepted, kept, lambda value: facts_from_plain(value, numerics_of, stack_of)
-        )
-
-    with KeptVerdicts() as kept:  # what this process proves is kept as one pack, written when its share is read
-        for node, group in groupby(share[0].records(share[1]), key=_node_of):
-            found = []
-            for path in group:
-                try:
-                    found.append((node, path, facts(path, kept)))
-                except LockgenError as error:
-                    refused.append({"node": node, "source": str(path), "reason": error.message})
-            for row in status_rows(found, now, noise):
-                _spill(row, stream)
-                count += 1
-                if not row.passed:
-                    failed += 1
-                    if failed <= FIRST_FAILING:
-                        failing.append((row.node, row.covers))
-                if row.numerics is not None:
-                    index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
-                    if index == len(counted):
-                        counted.append((row.numerics, row.stack, 0))
-                    numerics, stack, nodes = counted[index]
-                    counted[index] = (numerics, stack, nodes + 1)
-                    members.append((row.node, index))
-                    written += 1
+    for node, group in groupby(share[0].records(share[1]), key=_node_of):
+        found = []
+        for path in group:
+            try:
+                found.append((node, path, facts(path)))
+            except LockgenError as error:
+                refused.append({"node": node, "source": str(path), "reason": error.message})
+        for row in status_rows(found, now, noise):
+            _spill(row, stream)
+            count += 1
+            if not row.passed:
+                failed += 1
+                if failed <= FIRST_FAILING:
+                    failing.append((row.node, row.covers))
+            if row.numerics is not None:
+                index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
+                if index == len(counted):
+                    counted.append((row.numerics, row.stack, 0))
+                numerics, stack, nodes = counted[index]
+                counted[index] = (numerics, stack, nodes + 1)
+                members.append((row.node, index))
+                written += 1
     stream.finish()
     members.finish()
     return ShareRead(count, failed, failing, ShareFingerprints(counted, written), refused)
+
+
+class SharedFacts:
+    """Certificate facts made of their plain values with one copy of each fingerprint and evidence (a fleet's nodes
+    mostly share their fingerprint and settings), by their bytes (`CertificateFacts.plain`)."""
+
+    def __init__(self) -> None:
+        self._numerics: dict[bytes, Numerics] = {}
+        self._stacks: dict[bytes, dict[str, Any]] = {}
+
+    def numerics(self, data: bytes) -> Numerics:
+        found = self._numerics.get(data)
+        if found is None:
+            found = self._numerics[data] = Numerics.model_validate(marshal.loads(data))
+        return found
+
+    def stack(self, data: bytes) -> dict[str, Any]:
+        found = self._stacks.get(data)
+        if found is None:
+            loaded = marshal.loads(data)
+            if type(loaded) is not dict:
+                raise ValueError("the evidence is not an object")
+            found = self._stacks[data] = loaded
+        return found
+
+    def kept(self, value: object) -> CertificateFacts | None:
+        """The facts of a kept verdict's values; None when they are not of their shape (ValueError, ValidationError
+        when a fingerprint or evidence is not)."""
+        return facts_from_plain(value, self.numerics, self.stack)
+
+    def proven(self, value: list[Any]) -> CertificateFacts:
+        """The facts of the values this process made of a certificate it proved."""
+        return plain_as_facts(value, self.numerics, self.stack)
 
 
 def _verified_facts(
@@ -416,7 +472,7 @@ def _verified_facts(
     fingerprints: dict[str, str],
     accepted: set[str],
     kept_verdicts: KeptVerdicts,
-    from_plain: Callable[[Any], CertificateFacts | None],
+    shared: SharedFacts,
 ) -> CertificateFacts:
     """The facts of the certificate at `path`: the kept ones when its bytes' verdict under one of the keys is kept
     (`kept_verdicts`), else those of the certificate proven now (kept when the quick proof accepted exactly the
@@ -431,22 +487,17 @@ def _verified_facts(
     kept = kept_verdicts.verdict(sha256, accepted)
     if kept is not None:
         try:
-            facts = from_plain(kept)
-        except (ValidationError, ValueError):  # a fingerprint or evidence that is not JSON of its shape: not kept
+            facts = shared.kept(kept)
+        except (ValidationError, ValueError, EOFError, TypeError):  # a fingerprint or evidence not of its shape
             facts = None
         if facts is not None:
             return facts
-    certificate = proven_certificate(data, keys)
-    if certificate is None:
+    proven = proven_facts(data, keys)
+    if proven is None:
         return certificate_facts(
             read_signed(Path(path), keys.paths).certificate
         )  # refuses it, saying why, or accepts what the quick proof cannot
-    plain = certificate_facts(certificate.certificate).plain()
-    signer = (
-        fingerprints.get(certificate.signature.key_id, "") if certificate.signature is not None and fingerprints else ""
-    )
+    signer = fingerprints.get(proven.key_id, "") if proven.key_id is not None and fingerprints else ""
     if signer or not fingerprints:
-        kept_verdicts.keep(sha256, signer, plain)
-    return from_plain(plain) or certificate_facts(
-        certificate.certificate
-    )  # the kept form: shared fingerprint and evidence
+        kept_verdicts.keep(sha256, signer, proven.plain)
+    return shared.proven(proven.plain)  # the kept form: shared fingerprint and evidence

@@ -52,12 +52,13 @@ from lockgen.adapters.proof.kept_runs import kept_folder, trusted
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.errors import UserError
 
-SCHEMA = 3  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
+SCHEMA = 4  # the record's form: raised whenever what is kept, or what a reader takes from it, changes
 RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerprint: a few KiB
 # the sources of what a certificate must be to be accepted (the schema and its models; its file's form and
 # signature, and how each form's body is validated), from lockgen's folder
 RULE_SOURCES = (
     "model/certificate.py",
+    "model/plain_certificate.py",
     "model/json_values.py",
     "../verify/schema.py",
     "adapters/node/signing.py",

@@ -438,6 +438,13 @@ def verify_file(text: str, public_key_path: Path | None) -> JsonObject:
     return document
 
 
+def check_signed(document: JsonObject, public_key_path: Path) -> None:
+    """Refuses a certificate document `verify_file` read without a key (its file canonical, its signature well
+    formed) unless the key at `public_key_path` signed it: what `verify_file` with that key checks beside, so a
+    reader that chose the key by the signature's id does not prove the file canonical a second time."""
+    _check_signature(document, _load(public_key_path, private=False))
+
+
 def _check_signature(document: JsonObject, key: Ed25519PublicKey) -> None:
     """Refuses `document` (a canonical file's, its signature well formed: `verify_file`) unless `key` signed it,
     over what its form names: the file's bytes up to the body's end (rendered again: the file is canonical), or

@@ -4,8 +4,9 @@ have written (changed bytes, a bad signature, a body whose `passed` contradicts 
 
 A file signed over its own bytes (`signing.framed`), read with a key, is read one way wherever it is read
 (`cert verify`, `cert compare`, every fleet format, and a fleet's quick proof): its frame and signature first,
-then its body validated from its JSON text (`framed_certificate`); a file of the older form, or read without a
-key, is proven canonical by `signing.verify_file` and its document validated."""
+then its body validated from its JSON text (`framed_certificate`; a fleet's quick proof validates it by the same
+rules into plain values, `proven_facts`, and leaves what that refuses to the models); a file of the older form,
+or read without a key, is proven canonical by `signing.verify_file` and its document validated."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from lockgen.adapters import user_files
 from lockgen.adapters.node import signing
 from lockgen.core import nesting
 from lockgen.core.certificate.numerics import NumericsReference
+from lockgen.core.fleet.fleet_status import FAILED, certificate_facts, plain_facts
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics, Signature
 from lockgen.model.json_values import JsonObject, object_at, text_at
+from lockgen.model.plain_certificate import plain_body
 from lockgen.model.names import shown
 
 if TYPE_CHECKING:
@@ -153,7 +156,8 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
             "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
         )
-    return _certificate_of(path, data, _signer_of(path, signed_by, keys))[1]
+    signing.check_signed(document, _signer_of(path, signed_by, keys))  # the file proven canonical once, above
+    return certificate
 
 
 def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
@@ -220,6 +224,44 @@ def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
         ):
             return certificate
     return None
+
+
+@dataclass(frozen=True)
+class ProvenFacts:
+    """Of a certificate the quick proof accepted, what a fleet's status reads and keeps: its facts as plain values
+    (`CertificateFacts.plain`'s) and the id of the key that signed it (None: not signed)."""
+
+    plain: list[Any]
+    key_id: str | None
+
+
+def proven_facts(data: bytes, keys: Signers) -> ProvenFacts | None:
+    """`proven_certificate`'s verdict on `data` as the facts a fleet's status reads: a framed file's body validated
+    as plain values (`plain_certificate.plain_body`, `CertificateBody`'s rules without its records: a fleet's
+    10,000 bodies in half the time), else by the models (`framed_certificate`: what that validation refused, such
+    as a repeated key or a lone surrogate's escape, may still be a certificate); a file of the older form by
+    `proven_certificate`. None when it cannot prove them: then `read_signed` says why, or accepts what this cannot."""
+    found = signing.framed(data) if keys.loaded else None
+    if found is None:
+        certificate = proven_certificate(data, keys)
+        if certificate is None:
+            return None
+        signed_by = certificate.signature.key_id if certificate.signature is not None else None
+        return ProvenFacts(certificate_facts(certificate.certificate).plain(), signed_by)
+    key = keys.loaded.get(found.key_id)
+    if key is None or not signing.verifies(found, key):
+        return None
+    try:
+        body = plain_body(found.body)
+    except ValidationError:
+        try:
+            return ProvenFacts(certificate_facts(framed_certificate(found, "").certificate).plain(), found.key_id)
+        except LockFormatError:
+            return None
+    plain = plain_facts(body)
+    if body["passed"] == bool(plain[FAILED]):  # `passed` contradicting its checks: edited, `read_signed` says so
+        return None
+    return ProvenFacts(plain, found.key_id)
 
 
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import marshal
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _text
 from typing import Any
 
-from lockgen.core.certificate.certify import compare_figures
 from lockgen.errors import LockFormatError
 from lockgen.model.certificate import CertificateBody, FigureReadings, Numerics, readings
 from lockgen.model.names import shown
@@ -27,6 +28,9 @@ HEADLINES = (  # (group, name, label): the figures a person compares across node
     ("bandwidth", "device_copy", "device copy"),
     ("allreduce", "1024MiB", "all-reduce 1 GiB"),
 )
+
+
+UNCOMPARED = frozenset({"phases"})  # the figures no regression names: the phases' timings
 
 
 @dataclass(frozen=True, slots=True)  # slots: a fleet's status holds one per node
@@ -63,14 +67,55 @@ class StatusRow:
             "certificates": self.certificates,
         }
 
+    def json_text(self, depth: int) -> str:
+        """`json.dumps(self.as_json(), indent=2, sort_keys=True)` byte for byte, its lines after the first indented
+        `depth` levels more (`fleet status --json` writes its rows into the report one at a time): written from the
+        row's fields in their sorted order, not through json's indenting encoder (its pure-Python one: 10,000 rows
+        took 0.3 s of a status, after the cores' work, in this process alone)."""
+        row = "\n" + "  " * depth
+        key, item, inner = row + "  ", row + "    ", row + "      "
+        figures = ("," + item).join(
+            f'{_text(label)}: {{{inner}"unit": {_text(unit)},{inner}"value": {_number(value)}{item}}}'
+            for label, (value, unit) in sorted(self.figures.items())
+        )
+        return "".join(
+            (
+                "{",
+                f'{key}"age": {_text(age_text(self.age_s))},',
+                f'{key}"age_s": {round(self.age_s)},',
+                f'{key}"arch": {_text(self.arch)},',
+                f'{key}"certificates": {self.certificates},',
+                f'{key}"covers": {_text(self.covers)},',
+                f'{key}"created": {_text(self.created)},',
+                f'{key}"failed": {_texts(self.failed, item, key)},',
+                f'{key}"figures": ' + (f"{{{item}{figures}{key}}}," if figures else "{},"),
+                f'{key}"node": {_text(self.node)},',
+                f'{key}"passed": {"true" if self.passed else "false"},',
+                f'{key}"regressions": {_texts(self.regressions, item, key)},',
+                f'{key}"source": {_text(self.source)}',
+                row,
+                "}",
+            )
+        )
+
+
+def _number(value: float) -> str:
+    """A float as json writes it: its repr, or NaN, Infinity, -Infinity."""
+    return float.__repr__(value) if value - value == 0.0 else json.dumps(value)
+
+
+def _texts(texts: tuple[str, ...], item: str, end: str) -> str:
+    """A list of text as json's indenting encoder writes it, its items on lines beginning `item`."""
+    return f"[{item}" + ("," + item).join(map(_text, texts)) + f"{end}]" if texts else "[]"
+
 
 @dataclass(frozen=True, slots=True)
 class CertificateFacts:
     """Of one verified certificate, what the status reads: what it covers, when, its verdict, its figures' values
     and units (all but the phases' timings, which no regression names: for the regressions of the node's next
     certificate), its fingerprint and its stack's cause evidence. A fleet's folders keep these per certificate's
-    bytes and key (`adapters.node.kept_verdicts`) as `plain` values, the fingerprint and the evidence as canonical
-    JSON text, by which the certificates of a fleet share one copy of each."""
+    bytes and key (`adapters.node.kept_verdicts`) as `plain` values, the fingerprint and the evidence as bytes
+    (`_shared`), by which the certificates of a fleet share one copy of each."""
 
     covers: str
     created: str
@@ -83,7 +128,7 @@ class CertificateFacts:
 
     def plain(self) -> list[Any]:
         """The facts as values marshal holds (`facts_from_plain` reads them back)."""
-        numerics = self.numerics.model_dump_json() if self.numerics is not None else None
+        numerics = _shared(self.numerics.model_dump()) if self.numerics is not None else None
         return [
             self.covers,
             self.created,
@@ -92,28 +137,59 @@ class CertificateFacts:
             list(self.failed),
             self.figures,
             numerics,
-            json.dumps(self.stack, sort_keys=True),
+            _shared(self.stack),
         ]
+
+
+FAILED = 4  # where `plain` holds the failed checks' names
+
+
+def _shared(value: Any) -> bytes:
+    """A fingerprint or evidence as the bytes a fleet's certificates share one copy of each by: marshal's version 2,
+    which writes no references nor interning, so equal values (their keys in the same order) are equal bytes."""
+    return marshal.dumps(value, 2)
 
 
 def certificate_facts(body: CertificateBody) -> CertificateFacts:
     return CertificateFacts(
-        covers=covers(body),
+        covers=covers(body.subject.lock_sha256, body.subject.image_digest),
         created=body.created,
         arch=body.arch,
         passed=body.passed,
         failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
-        figures=readings(body.figures, leave_out=frozenset({"phases"})),
+        figures=readings(body.figures, leave_out=UNCOMPARED),
         numerics=body.numerics,
         stack=cause_evidence(body.stack),
     )
 
 
+def plain_facts(body: dict[str, Any]) -> list[Any]:
+    """`certificate_facts(...).plain()` of a body validated as plain values (`model.plain_certificate.plain_body`:
+    a field with a default may be absent, so it is read with its default) without building its models; the
+    fingerprint as the plain object it was validated as (`facts_from_plain` reads it into the same model)."""
+    subject, numerics = body["subject"], body.get("numerics")
+    return [
+        covers(subject.get("lock_sha256"), subject.get("image_digest")),
+        body["created"],
+        body["arch"],
+        body["passed"],
+        [f"{check['category']}/{check['name']}" for check in body["checks"] if not check["passed"]],
+        {
+            group: {name: {"value": figure["value"], "unit": figure["unit"]} for name, figure in entries.items()}
+            for group, entries in body["figures"].items()
+            if group not in UNCOMPARED
+        },
+        None if numerics is None else _shared(numerics),
+        _shared(cause_evidence(body["stack"])),
+    ]
+
+
 def facts_from_plain(
-    value: object, numerics_of: Callable[[str], Numerics], stack_of: Callable[[str], dict[str, Any]]
+    value: object, numerics_of: Callable[[bytes], Numerics], stack_of: Callable[[bytes], dict[str, Any]]
 ) -> CertificateFacts | None:
-    """`CertificateFacts.plain`'s values as facts again, None when they are not of that shape; `numerics_of` and
-    `stack_of` make the fingerprint and the evidence of their JSON text (and may share one copy of each)."""
+    """`CertificateFacts.plain`'s values read back (a kept verdict's) as facts again, None when they are not of that
+    shape; `numerics_of` and `stack_of` make the fingerprint and the evidence of their bytes (and may share one
+    copy of each)."""
     if type(value) is not list or len(value) != 8:
         return None
     covered, created, arch, passed, failed, figures, numerics, stack = value
@@ -122,20 +198,28 @@ def facts_from_plain(
         and type(created) is str
         and type(arch) is str
         and type(passed) is bool
-        and type(stack) is str
+        and type(stack) is bytes
     ):
         return None
     if not (
         type(failed) is list
         and all(type(name) is str for name in failed)
         and type(figures) is dict
-        and (numerics is None or type(numerics) is str)
+        and (numerics is None or type(numerics) is bytes)
     ):
         return None
     if not all(
         type(entries) is dict and all(type(entry) is dict for entry in entries.values()) for entries in figures.values()
     ):
         return None
+    return plain_as_facts(value, numerics_of, stack_of)
+
+
+def plain_as_facts(
+    value: list[Any], numerics_of: Callable[[bytes], Numerics], stack_of: Callable[[bytes], dict[str, Any]]
+) -> CertificateFacts:
+    """Plain values this process made (`plain_facts`, `CertificateFacts.plain`) as facts, their shape known."""
+    covered, created, arch, passed, failed, figures, numerics, stack = value
     return CertificateFacts(
         sys.intern(covered),
         created,
@@ -153,11 +237,12 @@ class _Group:
     entries: list[tuple[str, CertificateFacts]] = field(default_factory=list)
 
 
-def covers(body: CertificateBody) -> str:
-    if body.subject.lock_sha256:
-        return f"lock {body.subject.lock_sha256[:12]}"
-    if body.subject.image_digest:
-        return f"image {body.subject.image_digest[:19]}"
+def covers(lock_sha256: str | None, image_digest: str | None) -> str:
+    """What a certificate covers, by its subject's lock or image digest."""
+    if lock_sha256:
+        return f"lock {lock_sha256[:12]}"
+    if image_digest:
+        return f"image {image_digest[:19]}"
     return "no lock"
 
 
@@ -204,39 +289,48 @@ def status_rows(
 ) -> list[StatusRow]:
     """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
     the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
+    if len(certificates) == 1:  # a node's one certificate (most nodes of a fleet): its row, nothing to group
+        node, source, facts = certificates[0]
+        return [_row(node, facts.covers, [(source, facts)], now, noise)]
     groups: dict[tuple[str, str], _Group] = {}
     for node, source, facts in certificates:
         groups.setdefault((node, facts.covers), _Group()).entries.append((source, facts))
-    rows = []
-    for (node, covered), group in sorted(groups.items()):
-        ordered = sorted(group.entries, key=lambda item: item[1].created)
-        source, latest = ordered[-1]
-        regressions: tuple[str, ...] = ()
-        if len(ordered) > 1:
-            changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
-            regressions = tuple(
-                f"{c.name} {c.change:+.1%}"
-                for c in changes
-                if c.regression and c.change is not None and not c.name.startswith("phases/")
-            )
-        rows.append(
-            StatusRow(
-                node=node,
-                covers=sys.intern(covered),
-                source=source,
-                created=latest.created,
-                age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
-                arch=sys.intern(latest.arch),
-                passed=latest.passed,
-                failed=latest.failed,
-                figures=headline_figures(latest.figures),
-                regressions=regressions,
-                certificates=len(ordered),
-                numerics=latest.numerics,
-                stack=latest.stack,
-            )
+    return [
+        _row(node, covered, sorted(group.entries, key=lambda item: item[1].created), now, noise)
+        for (node, covered), group in sorted(groups.items())
+    ]
+
+
+def _row(
+    node: str, covered: str, ordered: list[tuple[str, CertificateFacts]], now: dt.datetime, noise: float
+) -> StatusRow:
+    """The row of a node and what its certificates cover, from them oldest first."""
+    source, latest = ordered[-1]
+    regressions: tuple[str, ...] = ()
+    if len(ordered) > 1:  # its figures against its previous certificate's (certify and what it imports, 20 ms of a
+        from lockgen.core.certificate.certify import compare_figures  # status: for a node of several certificates)
+
+        changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
+        regressions = tuple(
+            f"{c.name} {c.change:+.1%}"
+            for c in changes
+            if c.regression and c.change is not None and not c.name.startswith("phases/")
         )
-    return rows
+    return StatusRow(
+        node=node,
+        covers=sys.intern(covered),
+        source=source,
+        created=latest.created,
+        age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
+        arch=sys.intern(latest.arch),
+        passed=latest.passed,
+        failed=latest.failed,
+        figures=headline_figures(latest.figures),
+        regressions=regressions,
+        certificates=len(ordered),
+        numerics=latest.numerics,
+        stack=latest.stack,
+    )
 
 
 def age_text(seconds: float) -> str:

@@ -1,0 +1,120 @@
+"""A certificate body validated from its JSON text by `CertificateBody`'s own rules into plain values (dicts, lists,
+text, numbers) instead of models: what a fleet's status reads of 10,000 certificates, where building about a
+hundred records a certificate cost half of its validation.
+
+The validator is made from the model's own core schema, not written again: each record (`model`) becomes an
+object of the same fields, types and strictness, extra fields refused, a field with a default optional (left out
+when absent: a reader of the plain value reads the default where a field may be missing); the figures' one
+validator of its own (`comparable_values`: a value null or a finite number, a unit that is text) becomes the
+schema's rule on the figure's value (`allow_inf_nan` off: NaN, an infinity and a number past a float's range are
+refused; the unit is already strict text), so nothing runs in Python. A schema holding any other validator, or a
+record of another kind (a custom `__init__`, a root model, extra fields allowed), is refused when this module is
+loaded: a rule this validation would drop is found by the tests, not in a fleet.
+
+What it trusts and where it differs: the models read a body's figures as Python values first (the validator of
+`figures` runs before them), so a figures object that repeats a key is read by its last value there, while this
+validation reads every one and may refuse it; it never accepts a body the models refuse, and a caller that finds
+it refused reads the body with the models (`certificate_steps.proven_facts`), which word the reason
+(tests/test_plain_certificate.py compares both on bodies edited by hypothesis and on repeated keys)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from lockgen.model.certificate import CertificateBody, comparable_values
+
+__all__ = ["plain_body"]
+
+
+def plain_body(text: bytes | str) -> dict[str, Any]:
+    """The certificate body whose JSON text is `text`, as plain values, when `CertificateBody` accepts it (the
+    fields it lists and their types, exactly); `pydantic.ValidationError` when this validation refuses it."""
+    body: dict[str, Any] = _validator().validate_json(text)
+    return body
+
+
+@lru_cache(maxsize=1)
+def _validator() -> TypeAdapter[Any]:
+    CertificateBody.model_rebuild()  # the models defer their schema until first used
+    return TypeAdapter(_PlainBody)
+
+
+class _PlainBody:
+    """The type the validator is made for: `CertificateBody`'s core schema with its records as plain objects."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return plain_schema(CertificateBody.__pydantic_core_schema__)
+
+
+_SKIPPED = frozenset({"serialization", "metadata"})  # how a value is written, or notes: no rule of what is read
+
+
+def plain_schema(schema: Any) -> Any:
+    """`schema` (a pydantic core schema, or a part of one) with each record an object of the same fields, and the
+    figures' finite-value rule in the schema; TypeError for a validator or a record it cannot carry over."""
+    if isinstance(schema, list):
+        return [plain_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    if kind == "model":
+        return _record(schema)
+    if kind == "function-before" and schema["function"].get("function") is comparable_values:
+        return _finite_figures(plain_schema(schema["schema"]))
+    if isinstance(kind, str) and kind.startswith("function-"):
+        raise TypeError(f"a {kind} validator in a certificate's schema: the plain validation would drop its rule")
+    return {key: value if key in _SKIPPED else plain_schema(value) for key, value in schema.items()}
+
+
+def _record(schema: dict[str, Any]) -> dict[str, Any]:
+    fields = schema["schema"]
+    config = schema.get("config", {})
+    if (
+        schema.get("custom_init")
+        or schema.get("root_model")
+        or schema.get("post_init")
+        or fields.get("type") != "model-fields"
+        or fields.get("model_validators")
+        or fields.get("extras_schema")
+        or config.get("extra_fields_behavior") != "forbid"
+        or config.get("strict")
+    ):
+        raise TypeError(f"the record {schema.get('cls')} is not plain fields with extra ones refused")
+    plain: dict[str, Any] = {}
+    for name, field in fields["fields"].items():
+        if set(field) - {"type", "schema", "metadata"}:  # an alias, a field validated by another name
+            raise TypeError(f"the field {name} of {schema.get('cls')} has {sorted(field)}")
+        inner = field["schema"]
+        required = inner.get("type") != "default"
+        plain[name] = {
+            "type": "typed-dict-field",
+            "schema": plain_schema(inner if required else inner["schema"]),
+            "required": required,
+        }
+    record = {"type": "typed-dict", "fields": plain, "extra_behavior": "forbid"}
+    if "ref" in schema:
+        record["ref"] = schema["ref"]
+    return record
+
+
+def _finite_figures(schema: dict[str, Any]) -> dict[str, Any]:
+    """The figures' schema (by group, then name, a figure) with each figure's value refused unless null or a
+    finite number, as `comparable_values` refuses it (its unit is strict text in the record already)."""
+    figure = schema["values_schema"]["values_schema"]
+    value = figure["fields"]["value"]["schema"]
+    unit = figure["fields"]["unit"]["schema"]
+    if (
+        schema["type"] != "dict"
+        or figure["type"] != "typed-dict"
+        or value["type"] != "nullable"
+        or value["schema"] != {"type": "float", "strict": True}
+        or unit != {"type": "str", "strict": True}
+    ):
+        raise TypeError("the figures are no longer objects of figures with a float value and a text unit")
+    finite = {**value, "schema": {**value["schema"], "allow_inf_nan": False}}
+    fields = {**figure["fields"], "value": {**figure["fields"]["value"], "schema": finite}}
+    return {**schema, "values_schema": {**schema["values_schema"], "values_schema": {**figure, "fields": fields}}}
