@@ -7,7 +7,8 @@ object of the same fields, types and strictness, extra fields refused, a field w
 when absent: a reader of the plain value reads the default where a field may be missing); the figures' one
 validator of its own (`comparable_values`: a value null or a finite number, a unit that is text) becomes the
 schema's rule on the figure's value (`allow_inf_nan` off: NaN, an infinity and a number past a float's range are
-refused; the unit is already strict text), so nothing runs in Python. A schema holding any other validator, or a
+refused; the unit is already strict text), so nothing runs in Python. Every other float under the figures is held
+to it too (`finite_in_figures`). A schema holding any other validator, or a
 record of another kind (a custom `__init__`, a root model, extra fields allowed), is refused when this module is
 loaded: a rule this validation would drop is found by the tests, not in a fleet.
 
@@ -47,7 +48,7 @@ class _PlainBody:
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        return plain_schema(CertificateBody.__pydantic_core_schema__)
+        return finite_in_figures(plain_schema(CertificateBody.__pydantic_core_schema__))
 
 
 _SKIPPED = frozenset({"serialization", "metadata"})  # how a value is written, or notes: no rule of what is read
@@ -68,6 +69,46 @@ def plain_schema(schema: Any) -> Any:
     if isinstance(kind, str) and kind.startswith("function-"):
         raise TypeError(f"a {kind} validator in a certificate's schema: the plain validation would drop its rule")
     return {key: value if key in _SKIPPED else plain_schema(value) for key, value in schema.items()}
+
+
+def finite_in_figures(schema: dict[str, Any]) -> dict[str, Any]:
+    """The plain body's `schema` with every float under its figures (and in the definitions they refer to, such
+    as a GPU reading's spread) refused unless finite. The models read the figures as Python values before their
+    records, so an integer past a float's range (10**400) fails any of those floats there, where JSON's reader
+    takes it as an infinity; refusing NaN and the infinities there too is stricter than the models only for a
+    body the fleet then reads with the models."""
+    if schema.get("type") != "definitions":
+        raise TypeError("the certificate's schema no longer holds its records' definitions")
+    body = schema["schema"]
+    figures = body.get("fields", {}).get("figures") if body.get("type") == "typed-dict" else None
+    if figures is None:
+        raise TypeError("the certificate's body no longer has its figures")
+    refs: set[str] = set()
+    finite = {**figures, "schema": _finite(figures["schema"], refs)}
+    definitions = {definition["ref"]: definition for definition in schema["definitions"]}
+    done: set[str] = set()
+    while refs - done:
+        ref = min(refs - done)
+        done.add(ref)
+        definitions[ref] = _finite(definitions[ref], refs)
+    return {
+        **schema,
+        "schema": {**body, "fields": {**body["fields"], "figures": finite}},
+        "definitions": list(definitions.values()),
+    }
+
+
+def _finite(schema: Any, refs: set[str]) -> Any:
+    """`schema` with each float in it refused unless finite; the definitions it refers to added to `refs`."""
+    if isinstance(schema, list):
+        return [_finite(item, refs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") == "float":
+        return {**schema, "allow_inf_nan": False}
+    if schema.get("type") == "definition-ref":
+        refs.add(schema["schema_ref"])
+    return {key: _finite(value, refs) for key, value in schema.items()}
 
 
 def _record(schema: dict[str, Any]) -> dict[str, Any]:
