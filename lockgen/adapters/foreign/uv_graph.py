@@ -351,21 +351,29 @@ def _traverse(
     walk = _Walk()  # marks the `KeptPackage`s whose nodes this walk expanded
     expanded: set[int | tuple[int, str, str]] = set()  # those of other entries (a package's own by its id alone)
     target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
+    verdicts: dict[str | tuple[str, frozenset[str]], bool] = {}  # this walk's, by marker (and the items it finds on)
     while pending:
         entry, kind, name = pending.pop()
-        if type(entry) is KeptPackage:
+        if type(entry) is KeptPackage:  # its slots read, not through `Mapping` (a call each, millions of them)
             if not kind:  # its own node: `first_time`'s first case, written out (a call per node was 3% of a walk)
                 if entry.walked_by is walk:
                     continue
                 entry.walked_by = walk
             elif not walk.first_time(entry, kind, name):
                 continue
+            key = entry.key if entry.key is not None else key_of(entry)
+            if kind:
+                edges = listed(entry, kind, name)
+            else:
+                edges = entry._dependencies
+                edges = [] if edges is ABSENT else edges
         else:
             node = (id(entry), kind, name) if kind else id(entry)
             if node in expanded:
                 continue
             expanded.add(node)
-        key = key_of(entry)
+            key = key_of(entry)
+            edges = listed(entry, kind, name) if kind else entry.get("dependencies", [])
         if not grow and key in reached and reached[key] is not entry:
             raise UserError(
                 f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "
@@ -373,15 +381,31 @@ def _traverse(
                 "choose between the conflicting extras or groups with --extra / --group",
             )
         reached[key] = entry
-        for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
-            named, extras, candidates = _edge(graph, edge)
-            marker = edge.get("marker")
-            if marker and judged is not None:
-                judged.add(marker)
-            if marker and not _holds_for(marker, target_items, active, named if grow else ()):
-                if unsettled is not None and not unsettled and _parsed(marker)[1]:
-                    unsettled.append(True)
-                continue
+        for edge in edges:
+            if type(edge) is KeptEdge and edge.candidates is not None:  # worked out by an earlier walk over it
+                named, extras, candidates = edge.named, edge.extras, edge.candidates
+                marker = edge._marker
+                marker = None if marker is ABSENT else marker
+            else:
+                named, extras, candidates = _edge(graph, edge)
+                marker = edge.get("marker")
+            if marker:
+                if judged is not None:
+                    judged.add(marker)
+                mentioned = _parsed(marker)[1]
+                if mentioned:
+                    found = frozenset(item for item in mentioned if item in active or (grow and item in named))
+                    holding = verdicts.get((marker, found))
+                    if holding is None:
+                        holding = verdicts[(marker, found)] = _verdict(marker, target_items, found)
+                else:
+                    holding = verdicts.get(marker)
+                    if holding is None:
+                        holding = verdicts[marker] = _verdict(marker, target_items, frozenset())
+                if not holding:
+                    if unsettled is not None and not unsettled and mentioned:
+                        unsettled.append(True)
+                    continue
             if grow:
                 active.update(named)
             if len(candidates) == 1:
@@ -394,6 +418,25 @@ def _traverse(
             if extras:
                 pending += [(target, "extra", extra) for extra in extras]
     return reached
+
+
+def listed(entry: Mapping[str, Any], kind: str, name: str) -> Sequence[Any]:
+    """The edges of an entry's extra or group `name` (normalized), as `tables(entry, kind).get(name, [])` gives them:
+    of a `KeptTable`, its keys normalized once per tuple of keys (a table's keys are one tuple for every package of
+    the same extras), not a table made for each node."""
+    table = entry.get("optional-dependencies" if kind == "extra" else "dev-dependencies")
+    if type(table) is not KeptTable:
+        return tables(entry, kind).get(name, [])  # type: ignore[arg-type]
+    found: Sequence[Any] = []
+    for key, value in zip(_normalized(table._keys), table._values):
+        if key == name:
+            found = value  # the last of a name, as a table made of them keeps it
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(normalize(key) for key in keys)
 
 
 class _Walk:
