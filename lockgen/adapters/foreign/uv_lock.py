@@ -23,7 +23,7 @@ import re
 from sys import intern
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, overload
+from typing import Any, overload
 
 from lockgen.adapters.pypi.python_wheels import (
     PLATFORMS,
@@ -45,7 +45,7 @@ from lockgen.adapters.foreign.uv_graph import (
     Node,
     PACKAGE_KEYS,
     UvGraph,
-    activated,
+    activation,
     installed,
     is_local_project,
     tables,
@@ -89,10 +89,10 @@ class UvChoices:
     project: UvProject | None = None
 
 
-class PinnedWheel(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class PinnedWheel:
     """The wheel chosen for a package on a platform, with its sha256: the strings of the lock's own table, held until
-    the walk's document is let go, then made the lock's entry (`locked`). A named tuple: a frozen dataclass set each
-    field through `object.__setattr__` (600k of them at 300k packages)."""
+    the walk's document is let go, then made the lock's entry (`locked`)."""
 
     platform: str
     name: str
@@ -375,7 +375,7 @@ def _walks(graph: UvGraph, starts: list[Node], python: Python) -> dict[str, dict
             walks[platform] = shared
             continue
         judged: set[str] = set()
-        walks[platform] = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
+        walks[platform] = installed(graph, starts, environment, activation(graph, starts, environment, judged), judged)
         # `platform.machine` is PEP 508's older spelling, still read as the same variable
         if not any(name in marker.replace(".", "_") for marker in judged for name in differing):
             shared = walks[platform]

@@ -106,9 +106,9 @@ def checked_lock_text(lock: Lock, source: str, fix: str) -> str:
 
 
 def checked_lock_pieces(lock: Lock, source: str, fix: str) -> Iterator[str]:
-    """`checked_lock_text` in pieces (the head, then a few hundred entries at a time), for a writer that writes them as they come
-    (`atomic_files.write_pieces_atomic`): every field is checked before the first piece is given (a text written
-    in pieces is never whole here, so it is checked each time, not kept by its bytes)."""
+    """`checked_lock_text` in pieces (the head, then a few hundred entries at a time), for a writer that writes
+    them as they come (`atomic_files.write_pieces_atomic`): every field is checked before the first piece is given
+    (a text written in pieces is never whole here, so it is checked each time, not kept by its bytes)."""
     _check_fields(lock, source, fix)
     return lock_pieces(lock)
 
