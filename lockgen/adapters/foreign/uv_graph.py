@@ -181,6 +181,10 @@ class KeptPackage(Mapping[str, Any]):
         setattr(self, slot, ABSENT)
         return default if value is ABSENT else value
 
+    def let_go_of_walked(self) -> None:
+        """Lets go of its wheels and edges (`pop` of each: the conversion is over with them)."""
+        self._wheels = self._dependencies = self._optional = self._dev = ABSENT
+
     def __iter__(self) -> Iterator[str]:
         return (key for key, slot in _PACKAGE_SLOTS.items() if getattr(self, slot) is not ABSENT)
 

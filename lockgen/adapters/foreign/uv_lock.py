@@ -339,16 +339,13 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
     # a package converted once for every platform that reached it (its wheels named once, their names parsed once:
     # `parse_wheel_filename`'s cache), each platform's found in the order of its names; its wheels let go of then
-    for key in sorted(set().union(*walks.values())):
-        platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
-        for platform, reached in walks.items():
-            entry = reached.get(key)
-            if entry is not None and entry is not graph.workspace:
-                platforms_of.setdefault(id(entry), (entry, []))[1].append(platform)
-        for entry, platforms in platforms_of.values():
-            for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
-                found_on[platform].append(found)
-            if given_away:  # nothing reads them now: the walks are over, the entry converted
+    for entry, platforms in _reached_in_order(walks, graph.workspace):
+        for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
+            found_on[platform].append(found)
+        if given_away:  # nothing reads them now: the walks are over, the entry converted
+            if type(entry) is KeptPackage:
+                entry.let_go_of_walked()
+            else:
                 for let_go in _LET_GO:
                     entry.pop(let_go, None)
     for found in (found for platform in walks for found in found_on[platform]):
@@ -359,6 +356,28 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
         else:
             skipped.append(found)
     return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
+
+
+def _reached_in_order(
+    walks: dict[str, dict[str, dict[str, Any]]], workspace: dict[str, Any] | None
+) -> Iterator[tuple[dict[str, Any], Sequence[str]]]:
+    """Each entry the walks reached (but the workspace root), by name, with the platforms that reached it; where one
+    walk served every platform, its entries with them all (a table of each name's entries by platform was made)."""
+    platforms = tuple(walks)
+    first = walks[platforms[0]]
+    if all(reached is first for reached in walks.values()):
+        for key in sorted(first):
+            entry = first[key]
+            if entry is not workspace:
+                yield entry, platforms
+        return
+    for key in sorted(set().union(*walks.values())):
+        platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
+        for platform, reached in walks.items():
+            entry = reached.get(key)
+            if entry is not None and entry is not workspace:
+                platforms_of.setdefault(id(entry), (entry, []))[1].append(platform)
+        yield from platforms_of.values()
 
 
 def _walks(graph: UvGraph, starts: list[Node], python: Python) -> dict[str, dict[str, dict[str, Any]]]:
@@ -502,7 +521,9 @@ def _converted(
         return [
             f"{_label(entry, platform)} is a local path ({folder}): build a wheel and pin it" for platform in platforms
         ]
-    wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
+    listed = entry.get("wheels", [])
+    # (kept as one string, every wheel has its url)
+    wheels = list(listed) if type(listed) is KeptWheels else [wheel for wheel in listed if "url" in wheel]
     named = by_file_name(wheels)
     return [_pinned(entry, source, wheels, named, platform, python, glibc) for platform in platforms]
 
