@@ -367,9 +367,8 @@ def _reached_in_order(
     first = walks[platforms[0]]
     if all(reached is first for reached in walks.values()):
         for key in sorted(first):
-            entry = first[key]
-            if entry is not workspace:
-                yield entry, platforms
+            if first[key] is not workspace:
+                yield first[key], platforms
         return
     for key in sorted(set().union(*walks.values())):
         platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
