@@ -53,13 +53,13 @@ class KeptEdge(Mapping[str, Any]):
 
     __slots__ = (*_EDGE_SLOTS.values(), "named", "extras", "candidates")
 
-    def __init__(self, kept: dict[str, Any]) -> None:
-        """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
-        self._name = kept.get("name", ABSENT)
-        self._extra = kept.get("extra", ABSENT)
-        self._marker = kept.get("marker", ABSENT)
-        self._version = kept.get("version", ABSENT)
-        self._source = kept.get("source", ABSENT)
+    def __init__(self, name: Any, extra: Any, marker: Any, version: Any, source: Any) -> None:
+        """The edge whose table holds these values for its walked keys (`ABSENT` for a key it does not have)."""
+        self._name = name
+        self._extra = extra
+        self._marker = marker
+        self._version = version
+        self._source = source
         # what the walk worked out of it (`_edge`), while the walks last
         self.named: tuple[str, ...] = ()
         self.extras: tuple[str, ...] = ()
@@ -142,17 +142,29 @@ class KeptPackage(Mapping[str, Any]):
 
     __slots__ = (*_PACKAGE_SLOTS.values(), "key", "walked_by", "walked_kinds")
 
-    def __init__(self, kept: dict[str, Any]) -> None:
-        """The package whose table holds `kept` (the values kept for its keys)."""
-        self._name = kept.get("name", ABSENT)
-        self._version = kept.get("version", ABSENT)
-        self._source = kept.get("source", ABSENT)
-        self._markers = kept.get("resolution-markers", ABSENT)
-        self._dependencies = kept.get("dependencies", ABSENT)
-        self._optional = kept.get("optional-dependencies", ABSENT)
-        self._dev = kept.get("dev-dependencies", ABSENT)
-        self._wheels = kept.get("wheels", ABSENT)
-        self._sdist = kept.get("sdist", ABSENT)
+    def __init__(
+        self,
+        name: Any,
+        version: Any,
+        source: Any,
+        markers: Any,
+        dependencies: Any,
+        optional: Any,
+        dev: Any,
+        wheels: Any,
+        sdist: Any,
+    ) -> None:
+        """The package whose table holds these values kept for `PACKAGE_KEYS`, in their order (`ABSENT` for a key it
+        does not have)."""
+        self._name = name
+        self._version = version
+        self._source = source
+        self._markers = markers
+        self._dependencies = dependencies
+        self._optional = optional
+        self._dev = dev
+        self._wheels = wheels
+        self._sdist = sdist
         self.key: str | None = None
         self.walked_by: object = None  # the last walk that expanded its own node (`_traverse`)
         self.walked_kinds: tuple[Any, ...] | None = None  # that walk and the extras and groups it expanded

@@ -19,7 +19,6 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 
 from __future__ import annotations
 
-import re
 from sys import intern
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +42,6 @@ from lockgen.adapters.foreign.uv_graph import (
     KeptPackage,
     KeptTable,
     Node,
-    PACKAGE_KEYS,
     UvGraph,
     activation,
     installed,
@@ -123,9 +121,6 @@ def entries_of(pins: list[PinnedWheel]) -> tuple[LockedPackage, ...]:
     return tuple(entries)
 
 
-_WALKED = tuple(key for key in PACKAGE_KEYS if key not in ("wheels", "sdist"))  # kept as the table has them
-
-
 _ABSENT = ABSENT  # a key the table did not have
 
 
@@ -163,7 +158,18 @@ class KeptWheel(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+def _raw_sha256s(digests: list[str]) -> bytes | None:
+    """The digests' bytes, one after another, where each is `sha256:` and 64 lowercase hex digits, else None: read
+    back to the same hex, so nothing else `fromhex` takes (capitals, spaces) passes (a pattern matched each was a
+    tenth of the reduce)."""
+    if not all(len(digest) == 71 and digest.startswith("sha256:") for digest in digests):
+        return None
+    hexes = "".join([digest[7:] for digest in digests])
+    try:
+        raw = bytes.fromhex(hexes)
+    except ValueError:
+        return None
+    return raw if raw.hex() == hexes else None
 
 
 class KeptWheels(Sequence[KeptWheel]):
@@ -196,9 +202,10 @@ class KeptWheels(Sequence[KeptWheel]):
             digests.append(digest)
         if not urls:
             return None
-        if all(url.isascii() for url in urls) and all(_SHA256.fullmatch(digest) for digest in digests):
-            raw = bytes.fromhex("".join(digest[7:] for digest in digests))
-            return cls("\n".join(urls).encode("ascii") + raw, len(urls))
+        joined = "\n".join(urls)
+        raw = _raw_sha256s(digests) if joined.isascii() else None
+        if raw is not None:
+            return cls(joined.encode("ascii") + raw, len(urls))
         return cls("\n".join(part for pair in zip(urls, digests) for part in pair))
 
     def _wheels(self) -> list[KeptWheel]:
@@ -243,19 +250,31 @@ class WalkedParts:
         self._shared: dict[tuple[Any, ...], Any] = {}  # a list's or table's contents (its parts' ids) -> the one kept
 
     def __call__(self, entry: dict[str, Any]) -> KeptPackage:
+        """The package `entry` kept: each walked key's value as `_one` keeps it (edges as `_edges`, a table of them
+        as `_edge_lists`), read by a lookup each (a table of them was made, then read again by the record)."""
         if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
             self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
-        kept = {key: keep(self, entry[key]) for key, keep in _KEEPERS.items() if key in entry}
-        wheels = entry.get("wheels")
+        one, get = self._one, entry.get
+        wheels = get("wheels", ABSENT)
         if isinstance(wheels, list):
-            kept["wheels"] = KeptWheels.of(wheels) or [
+            wheels = KeptWheels.of(wheels) or [
                 KeptWheel.of(wheel) if isinstance(wheel, dict) else wheel for wheel in wheels
             ]
-        elif "wheels" in entry:
-            kept["wheels"] = wheels
-        if "sdist" in entry:
-            kept["sdist"] = True
-        return KeptPackage(kept)
+        dependencies = get("dependencies", ABSENT)
+        optional = get("optional-dependencies", ABSENT)
+        dev = get("dev-dependencies", ABSENT)
+        name, version, markers = get("name", ABSENT), get("version", ABSENT), get("resolution-markers", ABSENT)
+        return KeptPackage(
+            intern(name) if type(name) is str else one(name),
+            intern(version) if type(version) is str else one(version),
+            one(get("source", ABSENT)),
+            markers if markers is ABSENT else one(markers),
+            dependencies if dependencies is ABSENT else self._edges(dependencies),
+            optional if optional is ABSENT else self._edge_lists(optional),
+            dev if dev is ABSENT else self._edge_lists(dev),
+            wheels,
+            True if "sdist" in entry else ABSENT,
+        )
 
     def _edge_lists(self, value: Any) -> Any:
         """An extra's or group's table of edge lists, kept as a `KeptTable` (held once where equal, as `_one` holds a
@@ -277,9 +296,18 @@ class WalkedParts:
         return self._shared.setdefault((list, *map(id, items)), items)
 
     def _edge(self, table: dict[str, Any]) -> KeptEdge:
-        kept = {key: self._one(table[key]) for key in EDGE_KEYS if key in table}
-        edge = KeptEdge(kept)
-        return self._shared.setdefault((KeptEdge, *map(id, edge._parts())), edge)
+        """The edge `table` kept, its parts as `_one` keeps them (a string interned in place), the record made only
+        where no equal one is held."""
+        one, get = self._one, table.get
+        parts = [
+            intern(part) if type(part) is str else part if part is ABSENT else one(part)
+            for part in map(get, EDGE_KEYS, _ABSENT_EACH)
+        ]
+        key = (KeptEdge, *map(id, parts))
+        edge = self._shared.get(key)
+        if edge is None:
+            edge = self._shared[key] = KeptEdge(*parts)
+        return edge
 
     def _one(self, value: Any) -> Any:
         """The value kept for `value`: the one held already where an equal one was seen. A part's id stands for it in
@@ -299,17 +327,7 @@ class WalkedParts:
         return value
 
 
-# how each walked key's value is kept: edges as `KeptEdge`s (in a list, or in a table of lists), anything else by
-# `_one` (functions of the class, not methods bound to a reduce: a reduce holding its own would live on in a cycle
-# while the import pauses the cycle collector, its shared keys with it)
-_KEEPERS = {
-    key: {
-        "dependencies": WalkedParts._edges,
-        "optional-dependencies": WalkedParts._edge_lists,
-        "dev-dependencies": WalkedParts._edge_lists,
-    }.get(key, WalkedParts._one)
-    for key in _WALKED
-}
+_ABSENT_EACH = (ABSENT,) * len(EDGE_KEYS)  # what an edge's table gives for each key it does not have
 
 
 _LET_GO = ("wheels", "dependencies", "optional-dependencies", "dev-dependencies")  # of a converted entry given away
