@@ -254,15 +254,17 @@ def _hashes(package: LockedPackage, source: str, where: _Where) -> None:
 
 def _url(package: LockedPackage, source: str, where: _Where) -> None:
     url = package.url
+    # http(s), a bare host, a path of URL characters (so no whitespace or control character either): no port,
+    # credential, query or fragment to refuse, and no local package
+    if len(url) <= 4096 and plain_index_url(url):
+        _file_named(package, source, where, url.rsplit("/", 1)[-1])
+        return
     if len(url) > 4096 or _SPACE_OR_CONTROL.search(url):
         raise _refuse(
             source,
             where,
             f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)",
         )
-    if plain_index_url(url):  # http(s), a bare host, a path of URL characters: no port, credential, query or
-        _file_named(package, source, where, url.rsplit("/", 1)[-1])  # fragment to refuse, and no local package
-        return
     try:
         parts = split_url(url)
         parts.port  # noqa: B018 (raises for a port that is no number, which fetching would meet)
@@ -311,10 +313,12 @@ def _conda_file(package: LockedPackage, file_name: str) -> str | None:
 @functools.cache
 def _wheel_name_parser() -> Callable[[str], WheelName]:
     """`parse_wheel_filename`, imported on first use (a conda lock names no wheel), not for each entry: an import
-    statement in a function runs importlib's from-list handling on every call (2 µs, for each of 600k entries)."""
+    statement in a function runs importlib's from-list handling on every call (2 µs, for each of 600k entries).
+    Without its cache of the last names: a lock names each wheel once, so every name missed it, and pushed out the
+    ones an import's wheel choice reads again."""
     from lockgen.core.pypi.wheel_names import parse_wheel_filename
 
-    return parse_wheel_filename
+    return parse_wheel_filename.__wrapped__
 
 
 def _wheel_file(package: LockedPackage, file_name: str) -> str | None:
