@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lockgen.adapters.foreign import uv_lock_toml
-from lockgen.adapters.foreign.uv_graph import PACKAGE_KEYS
+from lockgen.adapters.foreign.uv_records import PACKAGE_KEYS
 from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces, read_uv_toml
 from lockgen.errors import UserError

@@ -18,12 +18,13 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
 
+from lockgen.adapters.foreign.uv_records import ABSENT, KeptEdge, KeptPackage, KeptTable
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.names import normalize
 
@@ -37,171 +38,6 @@ def item(package: str, kind: str, name: str) -> str:
     """A (package, extra|group) item as uv's conflict markers name it."""
     package = normalize(package)
     return f"{kind}-{len(package)}-{package}-{normalize(name)}"
-
-
-ABSENT: Any = object()  # a key a table did not have
-_EDGE_SLOTS = {"name": "_name", "extra": "_extra", "marker": "_marker", "version": "_version", "source": "_source"}
-EDGE_KEYS = tuple(_EDGE_SLOTS)  # the keys of an edge the walk reads
-
-
-class KeptEdge(Mapping[str, Any]):
-    """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
-    `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
-    bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock); and what the
-    walk works out of it (`named`, `extras`, `candidates`: `Walked`'s parts, three slots where a tuple of them was
-    64 bytes), in place of a table of those by the edge's id."""
-
-    __slots__ = (*_EDGE_SLOTS.values(), "named", "extras", "candidates")
-
-    def __init__(self, name: Any, extra: Any, marker: Any, version: Any, source: Any) -> None:
-        """The edge whose table holds these values for its walked keys (`ABSENT` for a key it does not have)."""
-        self._name = name
-        self._extra = extra
-        self._marker = marker
-        self._version = version
-        self._source = source
-        # what the walk worked out of it (`_edge`), while the walks last
-        self.named: tuple[str, ...] = ()
-        self.extras: tuple[str, ...] = ()
-        self.candidates: Sequence[dict[str, Any]] | None = None
-
-    def _parts(self) -> tuple[Any, ...]:
-        return (self._name, self._extra, self._marker, self._version, self._source)
-
-    def __getitem__(self, key: str) -> Any:
-        value = self.get(key, ABSENT)
-        if value is ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        return self.get(key, ABSENT) is not ABSENT  # type: ignore[arg-type]
-
-    def get(self, key: str, default: Any = None) -> Any:  # the walk asks each edge's marker on every walk over it
-        if key == "marker":
-            value = self._marker
-        else:
-            slot = _EDGE_SLOTS.get(key) if type(key) is str else None
-            value = ABSENT if slot is None else getattr(self, slot)
-        return default if value is ABSENT else value
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, value in zip(_EDGE_SLOTS, self._parts()) if value is not ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-class KeptTable(Mapping[str, Any]):
-    """A package's table of extras or groups (`optional-dependencies`, `dev-dependencies`: each a list of edges),
-    read as the table is: its keys (a tuple held once for every table of the same keys) and its values, 104 bytes
-    where a table of one key was 184 (one for each package of a lock that has extras)."""
-
-    __slots__ = ("_keys", "_values")
-
-    def __init__(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
-        self._keys = keys
-        self._values = values
-
-    def __getitem__(self, key: str) -> Any:
-        for known, value in zip(self._keys, self._values):
-            if known == key:
-                return value
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def pairs(self) -> Iterator[tuple[str, Any]]:
-        """Its keys and values, as `items()` gives them, without a lookup for each."""
-        return zip(self._keys, self._values)
-
-
-_PACKAGE_SLOTS = {
-    "name": "_name",
-    "version": "_version",
-    "source": "_source",
-    "resolution-markers": "_markers",
-    "dependencies": "_dependencies",
-    "optional-dependencies": "_optional",
-    "dev-dependencies": "_dev",
-    "wheels": "_wheels",
-    "sdist": "_sdist",
-}
-PACKAGE_KEYS = tuple(_PACKAGE_SLOTS)  # the keys of a package the walk and the conversion read, in this order
-
-
-class KeptPackage(Mapping[str, Any]):
-    """What the walk and the conversion read of a `[[package]]` table (`PACKAGE_KEYS`), read as the table is: twelve
-    slots, 136 bytes, where a table of six keys or more was 272 to 400 (one for each package of a lock); the name as
-    the graph keys it (`key`), worked out on the first walk over it; and the nodes of it the last walk expanded
-    (`_traverse`). `pop` lets go of a key's value (the wheels and edges, once converted)."""
-
-    __slots__ = (*_PACKAGE_SLOTS.values(), "key", "walked_by", "walked_kinds")
-
-    def __init__(
-        self,
-        name: Any,
-        version: Any,
-        source: Any,
-        markers: Any,
-        dependencies: Any,
-        optional: Any,
-        dev: Any,
-        wheels: Any,
-        sdist: Any,
-    ) -> None:
-        """The package whose table holds these values kept for `PACKAGE_KEYS`, in their order (`ABSENT` for a key it
-        does not have)."""
-        self._name = name
-        self._version = version
-        self._source = source
-        self._markers = markers
-        self._dependencies = dependencies
-        self._optional = optional
-        self._dev = dev
-        self._wheels = wheels
-        self._sdist = sdist
-        self.key: str | None = None
-        self.walked_by: object = None  # the last walk that expanded its own node (`_traverse`)
-        self.walked_kinds: tuple[Any, ...] | None = None  # that walk and the extras and groups it expanded
-
-    def __getitem__(self, key: str) -> Any:  # each method reads its slot itself: the conversion asks them 17 times
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        value = ABSENT if slot is None else getattr(self, slot)
-        if value is ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        return slot is not None and getattr(self, slot) is not ABSENT
-
-    def get(self, key: str, default: Any = None) -> Any:
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        value = ABSENT if slot is None else getattr(self, slot)
-        return default if value is ABSENT else value
-
-    def pop(self, key: str, default: Any = None) -> Any:
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        if slot is None:
-            return default
-        value = getattr(self, slot)
-        setattr(self, slot, ABSENT)
-        return default if value is ABSENT else value
-
-    def let_go_of_walked(self) -> None:
-        """Lets go of its wheels and edges (`pop` of each: the conversion is over with them)."""
-        self._wheels = self._dependencies = self._optional = self._dev = ABSENT
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, slot in _PACKAGE_SLOTS.items() if getattr(self, slot) is not ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def key_of(entry: Mapping[str, Any]) -> str:

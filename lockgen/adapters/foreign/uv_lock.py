@@ -20,9 +20,9 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 from __future__ import annotations
 
 from sys import intern
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from lockgen.adapters.pypi.python_wheels import (
     PLATFORMS,
@@ -35,18 +35,15 @@ from lockgen.adapters.pypi.python_wheels import (
     no_wheel_reason,
     python_within,
 )
-from lockgen.adapters.foreign.uv_graph import (
+from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activation, installed, is_local_project, tables
+from lockgen.adapters.foreign.uv_records import (
     ABSENT,
     EDGE_KEYS,
     KeptEdge,
     KeptPackage,
     KeptTable,
-    Node,
-    UvGraph,
-    activation,
-    installed,
-    is_local_project,
-    tables,
+    KeptWheel,
+    KeptWheels,
 )
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, pip_wheel
@@ -119,120 +116,6 @@ def entries_of(pins: list[PinnedWheel]) -> tuple[LockedPackage, ...]:
     while pins:
         entries.append(pins.pop().locked())
     return tuple(entries)
-
-
-_ABSENT = ABSENT  # a key the table did not have
-
-
-class KeptWheel(Mapping[str, Any]):
-    """What the walk reads of a wheel's table, its `url` and `hash` (where it has them), read as the table is: two
-    slots, where a table of two keys was 184 bytes (two wheels or more for each package of a lock)."""
-
-    __slots__ = ("_hash", "_url")
-
-    def __init__(self, url: Any = _ABSENT, hash: Any = _ABSENT) -> None:
-        self._url = url
-        self._hash = hash
-
-    @classmethod
-    def of(cls, table: dict[str, Any]) -> KeptWheel:
-        return cls(table.get("url", _ABSENT), table.get("hash", _ABSENT))
-
-    def __getitem__(self, key: str) -> Any:
-        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
-        if value is _ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        return (self._url if key == "url" else self._hash if key == "hash" else _ABSENT) is not _ABSENT
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
-        return default if value is _ABSENT else value
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, value in (("url", self._url), ("hash", self._hash)) if value is not _ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-def _raw_sha256s(digests: list[str]) -> bytes | None:
-    """The digests' bytes, one after another, where each is `sha256:` and 64 lowercase hex digits, else None: read
-    back to the same hex, so nothing else `fromhex` takes (capitals, spaces) passes (a pattern matched each was a
-    tenth of the reduce)."""
-    if not all(len(digest) == 71 and digest.startswith("sha256:") for digest in digests):
-        return None
-    hexes = "".join([digest[7:] for digest in digests])
-    try:
-        raw = bytes.fromhex(hexes)
-    except ValueError:
-        return None
-    return raw if raw.hex() == hexes else None
-
-
-class KeptWheels(Sequence[KeptWheel]):
-    """A package's wheels where each is a table with a `url` and a `hash` string, neither holding a line end: one
-    string, each wheel's URL and hash on lines of their own, read back as `KeptWheel`s (the same values) when the
-    package is converted. A list of two wheels, their slots and four strings was 660 bytes (six blocks of the
-    allocator), the string is 330: traced, the benchmark's lock kept 1,508 bytes a package, 1,220 so. Where every
-    URL is ASCII and every hash `sha256:` and 64 lowercase hex digits (as uv writes them), the string is bytes: the
-    URLs' lines, then each digest's 32 bytes (`count` of them), 240 bytes for the benchmark's two wheels."""
-
-    __slots__ = ("_count", "_lines")
-
-    def __init__(self, lines: str | bytes, count: int | None = None) -> None:
-        self._lines = lines
-        self._count = count
-
-    @classmethod
-    def of(cls, wheels: list[Any]) -> KeptWheels | None:
-        """The wheels as one string, or None where one is not a table of a `url` and a `hash` that are line-free
-        strings (kept as a list of `KeptWheel`s, read as before)."""
-        urls: list[str] = []
-        digests: list[str] = []
-        for wheel in wheels:
-            if type(wheel) is not dict:
-                return None
-            url, digest = wheel.get("url"), wheel.get("hash")
-            if type(url) is not str or type(digest) is not str or "\n" in url or "\n" in digest:
-                return None
-            urls.append(url)
-            digests.append(digest)
-        if not urls:
-            return None
-        joined = "\n".join(urls)
-        raw = _raw_sha256s(digests) if joined.isascii() else None
-        if raw is not None:
-            return cls(joined.encode("ascii") + raw, len(urls))
-        return cls("\n".join(part for pair in zip(urls, digests) for part in pair))
-
-    def _wheels(self) -> list[KeptWheel]:
-        if isinstance(self._lines, bytes):
-            count = self._count or 0
-            urls = self._lines[: -32 * count].decode("ascii").split("\n")
-            raw = self._lines[-32 * count :]
-            return [KeptWheel(url, "sha256:" + raw[32 * at : 32 * at + 32].hex()) for at, url in enumerate(urls)]
-        lines = self._lines.split("\n")
-        return [KeptWheel(url, digest) for url, digest in zip(lines[::2], lines[1::2])]
-
-    def __iter__(self) -> Iterator[KeptWheel]:
-        return iter(self._wheels())
-
-    def __len__(self) -> int:
-        if isinstance(self._lines, bytes):
-            return self._count or 0
-        return (self._lines.count("\n") + 1) // 2
-
-    @overload
-    def __getitem__(self, index: int) -> KeptWheel: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[KeptWheel]: ...
-
-    def __getitem__(self, index: int | slice) -> KeptWheel | list[KeptWheel]:
-        return self._wheels()[index]
 
 
 _SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
