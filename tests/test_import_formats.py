@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockgen.adapters.foreign import foreign_format, foreign_locks
+from lockgen.adapters.foreign import foreign_format, foreign_locks, pylock
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
 from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.api.import_lock import import_lock, import_notes
@@ -282,3 +282,12 @@ def test_a_lock_s_entries_in_its_order_are_kept_and_built_without_a_record_per_e
     finally:
         tracemalloc.stop()
     assert once_each / entries < 30 and built / entries < 60, (once_each / entries, built / entries)
+
+
+@given(st.lists(st.sampled_from(["lock-version", "[[packages]]", "[", "]", "\n", " ", "=", "x", "\t"]), max_size=12))
+def test_a_pylock_is_told_by_the_lines_that_start_as_pep_751_s(parts: list[str]) -> None:
+    """pylock.toml is recognised by a line starting `lock-version =` and one starting `[[packages]]`, found by their
+    text and then their place (`pylock.starts_a_line`): what `^` under `re.M` finds, without trying every position."""
+    text = "".join(parts)
+    for pattern, anchored in ((pylock._PEP751, r"^lock-version\s*="), (pylock._PACKAGES, r"^\[\[packages\]\]")):
+        assert pylock.starts_a_line(pattern, text) == bool(re.search(anchored, text, re.M))

@@ -17,7 +17,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from lockgen.adapters.foreign import uv_lock
+from lockgen.adapters.foreign import uv_graph, uv_lock
+from lockgen.adapters.pypi.python_wheels import environment_of, python_within
+from lockgen.errors import UserError
 from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, read_uv_lock
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_toml
 
@@ -245,3 +247,94 @@ def test_the_entries_are_made_as_the_pins_are_let_go_of() -> None:
         tracemalloc.stop()
     assert [(entry.name, entry.url, entry.hash.sha256) for entry in entries] == expected and not pins
     assert (peak - before) / count < 200, (peak - before) / count  # the entries less the pins (232 while held)
+
+
+def _counted_walks(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The walks `uv_graph._traverse` takes from now on, each told by whether it grew the active items."""
+    walks: list[bool] = []
+    traverse = uv_graph._traverse
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        walks.append(kwargs["grow"])
+        return traverse(*args, **kwargs)
+
+    monkeypatch.setattr(uv_graph, "_traverse", counted)
+    return walks
+
+
+def test_the_install_walk_is_the_activation_s_last_where_it_would_walk_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's lock (every edge under a marker, half naming an extra that stays off) is walked once: the
+    activation's walk chose no fork and each of its verdicts is the one the whole active set gives, so the install
+    walk would take the same edges in the same order (two walks before: a sixth of the walk and conversion)."""
+    from benchmarks.bench_uv_lock_import import uv_lock_text
+
+    data = read_uv_toml(uv_lock_text(50), WalkedParts())
+    walks = _counted_walks(monkeypatch)
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    assert walks == [True]
+    assert len(found.pins) == 100
+
+
+def test_an_edge_judged_before_the_item_its_marker_names_was_activated_is_walked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`a`'s edge is judged while `b[x]` is not yet active (it holds), then `b[x]` is activated: under the whole
+    active set it does not hold, so the install walk is taken and `a` is not installed."""
+    data = _lock(
+        ['{ name = "a", marker = "extra != \'extra-1-b-x\'" }', '{ name = "b", extra = ["x"] }'],
+        _package("a"),
+        _package("b") + "\n[package.optional-dependencies]\nx = []\n",
+    )
+    walks = _counted_walks(monkeypatch)
+    found = read_uv_lock(data, UvChoices(python="3.12"))
+    assert walks == [True, False]
+    assert {pin.name for pin in found.pins} == {"b"}
+
+
+_NAMES = ("a", "b", "c", "d")
+_MARKERS = st.sampled_from(
+    ["", "sys_platform == 'linux'", "sys_platform == 'win32'"]
+    + [f"extra {test} 'extra-1-{name}-x'" for name in _NAMES for test in ("==", "!=")]
+    + ["extra == 'extra-1-a-x' and extra != 'extra-1-c-x'", "extra != 'extra-1-b-x' or python_version < '3.0'"]
+)
+_EDGES = st.lists(
+    st.tuples(st.sampled_from(_NAMES), st.booleans(), _MARKERS).map(
+        lambda edge: (
+            "{ name = "
+            + json.dumps(edge[0])
+            + (', extra = ["x"]' if edge[1] else "")
+            + (f", marker = {json.dumps(edge[2])}" if edge[2] else "")
+            + " }"
+        )
+    ),
+    max_size=3,
+)
+
+
+@given(_EDGES, st.lists(st.tuples(_EDGES, _EDGES), min_size=4, max_size=4), st.booleans())
+def test_the_install_walk_reaches_what_a_walk_of_its_own_reaches(
+    root: list[str], packages: list[tuple[list[str], list[str]]], forked: bool
+) -> None:
+    """However the activation's last walk judged its edges (an extra activated after an edge naming it was judged,
+    before or after, `==` and `!=`, forks), `installed` given the activation reaches what it reaches given the
+    active items alone, in the same order, or refuses alike."""
+    texts = []
+    for name, (dependencies, extra) in zip(_NAMES, packages):
+        text = _package(name).replace("wheels = [", f"dependencies = [{', '.join(dependencies)}]\nwheels = [")
+        texts.append(text + f"\n[package.optional-dependencies]\nx = [{', '.join(extra)}]\n")
+    if forked:
+        texts.append(_package("d", "2.0", "\"python_version < '3.0'\""))
+    graph = uv_graph.UvGraph.of(_lock(root, *texts))
+    starts: list[uv_graph.Node] = [(graph.member("app"), "", "")]
+    environment = environment_of("linux-64", python_within(">=3.10", "3.12"))
+    outcomes = []
+    for given_activation in (True, False):
+        activation = uv_graph.activation(graph, starts, environment)
+        try:
+            reached = uv_graph.installed(
+                graph, starts, environment, activation if given_activation else activation.active
+            )
+            outcomes.append([(key, id(entry)) for key, entry in reached.items()])
+        except UserError as refused:
+            outcomes.append([("refused", refused.message)])
+    assert outcomes[0] == outcomes[1]

@@ -47,8 +47,10 @@ class PackageHash:
     sha256: str | None = None
 
     def __post_init__(self) -> None:
-        _text_or_none("hash", "md5", self.md5)
-        _text_or_none("hash", "sha256", self.sha256)
+        md5, sha256 = self.md5, self.sha256
+        if not ((md5 is None or type(md5) is str) and (sha256 is None or type(sha256) is str)):
+            _text_or_none("hash", "md5", md5)
+            _text_or_none("hash", "sha256", sha256)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,15 +70,23 @@ class LockedPackage:
     category: str = "main"
     optional: bool = False
 
-    def __post_init__(self) -> None:
-        for name in ("name", "version", "platform", "url", "category"):
-            value = getattr(self, name)
-            if type(value) is not str:
-                raise _refuse("package", name, value, "a string")
+    def __post_init__(self) -> None:  # each test written out: a loop over the names was half of an entry's making
+        if not (
+            type(self.name) is str
+            and type(self.version) is str
+            and type(self.platform) is str
+            and type(self.url) is str
+            and type(self.category) is str
+        ):
+            for name in ("name", "version", "platform", "url", "category"):
+                value = getattr(self, name)
+                if type(value) is not str:
+                    raise _refuse("package", name, value, "a string")
         if self.manager not in MANAGERS:
             raise TypeError(f"package.manager must be `conda` or `pip`, not {self.manager!r:.40}")
-        if type(self.dependencies) is not dict or not all(
-            type(key) is str and type(value) is str for key, value in self.dependencies.items()
+        dependencies = self.dependencies
+        if type(dependencies) is not dict or (
+            dependencies and not all(type(key) is str and type(value) is str for key, value in dependencies.items())
         ):
             raise TypeError("package.dependencies must map strings to strings")
         if type(self.hash) is not PackageHash:

@@ -33,8 +33,9 @@ from lockgen.model.names import shown
 from lockgen.model.requests import ImportOptions
 
 
-_PEP751 = re.compile(r"^lock-version\s*=", re.M)  # a PEP 751 file by its content, whatever its name
-_PACKAGES = re.compile(r"^\[\[packages\]\]", re.M)
+# a PEP 751 file by its content, whatever its name: each at a line's start (`starts_a_line`)
+_PEP751 = re.compile(r"lock-version\s*=")
+_PACKAGES = re.compile(r"\[\[packages\]\]")
 
 # The parts of a pylock.toml read here (PEP 751's names), held to their TOML types by `_checked` before they are
 # read: a file that breaks them is refused naming the key and what belongs there.
@@ -86,11 +87,19 @@ class PylockToml:
 
     def recognises(self, file: ForeignFile) -> bool:
         named = file.path.name.startswith("pylock.") and file.path.suffix == ".toml"
-        found = (any(pattern.search(piece) for piece in file.pieces) for pattern in (_PEP751, _PACKAGES))
+        found = (any(starts_a_line(pattern, piece) for piece in file.pieces) for pattern in (_PEP751, _PACKAGES))
         return named or all(found)  # a line's start is a piece's or follows a line end in it: no line is cut
 
     def read(self, file: ForeignFile, options: ImportOptions) -> Imported:
         return _read_pylock(_checked(tomllib.loads(file.text)), options, file.sha256)
+
+
+def starts_a_line(pattern: re.Pattern[str], text: str) -> bool:
+    """Whether `pattern` matches in `text` where a line starts, as `^` does under `re.M` (at the text's start or after
+    a line end): found by its leading text, then its place judged. A pattern led by `^` was tried at every position,
+    0.33 s CPU for a 100k-package uv.lock (70 MB), which every import of one tried first. (Each pattern here cannot
+    match overlapping itself, so no match at a line's start is passed over.)"""
+    return any(found.start() == 0 or text[found.start() - 1] == "\n" for found in pattern.finditer(text))
 
 
 _REWRITE = "it was edited or cut short: use the file its installer wrote"

@@ -11,7 +11,8 @@ from functools import partial
 
 from lockgen.adapters.foreign.document_shape import TEXT, TOML, TRIPS, Shape, check_shape
 from lockgen.adapters.foreign.foreign_format import ForeignFile, Imported
-from lockgen.adapters.foreign.uv_lock import KeptWheels, UvChoices, WalkedParts, entries_of, read_uv_lock
+from lockgen.adapters.foreign.uv_lock import UvChoices, WalkedParts, entries_of, read_uv_lock
+from lockgen.adapters.foreign.uv_records import KeptWheels
 from lockgen.adapters.foreign.uv_lock_toml import read_uv_pieces, read_uv_toml
 from lockgen.adapters.foreign.uv_project import pinned_python, project_beside, read_uv_project
 from lockgen.model.requests import ImportOptions

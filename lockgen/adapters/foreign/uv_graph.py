@@ -7,7 +7,9 @@ conflict markers (`extra-<len>-<package>-<extra>`, `group-<len>-<package>-<group
 roots' chosen extras and groups and grows along edges that name extras (`member[cu128-torch27]` named by
 the root's `cu128` extra activates the member's `cu128-torch27`), until nothing more is activated: uv's
 first pass, repeated to a fixpoint so the order edges are met in does not matter. Only then is the graph
-walked for what is installed, every marker judged against the whole active set (uv's second pass). Two
+walked for what is installed, every marker judged against the whole active set (uv's second pass): the activation's
+last walk is taken as that walk where it would have walked alike (no fork chosen, and every verdict it gave the one
+the whole set gives, each marker naming items judged again once per set of them it found active). Two
 items the lock's `conflicts` declare incompatible, both active, are refused as uv refuses them.
 """
 
@@ -16,12 +18,13 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.markers import InvalidMarker, Marker
 
+from lockgen.adapters.foreign.uv_records import ABSENT, KeptEdge, KeptPackage, KeptTable
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.names import normalize
 
@@ -35,155 +38,6 @@ def item(package: str, kind: str, name: str) -> str:
     """A (package, extra|group) item as uv's conflict markers name it."""
     package = normalize(package)
     return f"{kind}-{len(package)}-{package}-{normalize(name)}"
-
-
-ABSENT: Any = object()  # a key a table did not have
-_EDGE_SLOTS = {"name": "_name", "extra": "_extra", "marker": "_marker", "version": "_version", "source": "_source"}
-EDGE_KEYS = tuple(_EDGE_SLOTS)  # the keys of an edge the walk reads
-
-
-class KeptEdge(Mapping[str, Any]):
-    """What the walk reads of an edge's table (an item of `dependencies` or of an extra's or group's list): its
-    `name`, `extra`, `marker`, `version` and `source` (where it has them), read as the table is: five slots, 72
-    bytes, where a table of three keys was 184 (two distinct edges or more for each package of a lock); and what the
-    walk works out of it (`named`, `extras`, `candidates`: `Walked`'s parts, three slots where a tuple of them was
-    64 bytes), in place of a table of those by the edge's id."""
-
-    __slots__ = (*_EDGE_SLOTS.values(), "named", "extras", "candidates")
-
-    def __init__(self, kept: dict[str, Any]) -> None:
-        """The edge whose table holds `kept` (its walked keys' values, equal ones held once)."""
-        self._name = kept.get("name", ABSENT)
-        self._extra = kept.get("extra", ABSENT)
-        self._marker = kept.get("marker", ABSENT)
-        self._version = kept.get("version", ABSENT)
-        self._source = kept.get("source", ABSENT)
-        # what the walk worked out of it (`_edge`), while the walks last
-        self.named: tuple[str, ...] = ()
-        self.extras: tuple[str, ...] = ()
-        self.candidates: Sequence[dict[str, Any]] | None = None
-
-    def _parts(self) -> tuple[Any, ...]:
-        return (self._name, self._extra, self._marker, self._version, self._source)
-
-    def __getitem__(self, key: str) -> Any:
-        value = self.get(key, ABSENT)
-        if value is ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        return self.get(key, ABSENT) is not ABSENT  # type: ignore[arg-type]
-
-    def get(self, key: str, default: Any = None) -> Any:  # the walk asks each edge's marker on every walk over it
-        if key == "marker":
-            value = self._marker
-        else:
-            slot = _EDGE_SLOTS.get(key) if type(key) is str else None
-            value = ABSENT if slot is None else getattr(self, slot)
-        return default if value is ABSENT else value
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, value in zip(_EDGE_SLOTS, self._parts()) if value is not ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-class KeptTable(Mapping[str, Any]):
-    """A package's table of extras or groups (`optional-dependencies`, `dev-dependencies`: each a list of edges),
-    read as the table is: its keys (a tuple held once for every table of the same keys) and its values, 104 bytes
-    where a table of one key was 184 (one for each package of a lock that has extras)."""
-
-    __slots__ = ("_keys", "_values")
-
-    def __init__(self, keys: tuple[str, ...], values: tuple[Any, ...]) -> None:
-        self._keys = keys
-        self._values = values
-
-    def __getitem__(self, key: str) -> Any:
-        for known, value in zip(self._keys, self._values):
-            if known == key:
-                return value
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def pairs(self) -> Iterator[tuple[str, Any]]:
-        """Its keys and values, as `items()` gives them, without a lookup for each."""
-        return zip(self._keys, self._values)
-
-
-_PACKAGE_SLOTS = {
-    "name": "_name",
-    "version": "_version",
-    "source": "_source",
-    "resolution-markers": "_markers",
-    "dependencies": "_dependencies",
-    "optional-dependencies": "_optional",
-    "dev-dependencies": "_dev",
-    "wheels": "_wheels",
-    "sdist": "_sdist",
-}
-PACKAGE_KEYS = tuple(_PACKAGE_SLOTS)  # the keys of a package the walk and the conversion read, in this order
-
-
-class KeptPackage(Mapping[str, Any]):
-    """What the walk and the conversion read of a `[[package]]` table (`PACKAGE_KEYS`), read as the table is: twelve
-    slots, 136 bytes, where a table of six keys or more was 272 to 400 (one for each package of a lock); the name as
-    the graph keys it (`key`), worked out on the first walk over it; and the nodes of it the last walk expanded
-    (`_traverse`). `pop` lets go of a key's value (the wheels and edges, once converted)."""
-
-    __slots__ = (*_PACKAGE_SLOTS.values(), "key", "walked_by", "walked_kinds")
-
-    def __init__(self, kept: dict[str, Any]) -> None:
-        """The package whose table holds `kept` (the values kept for its keys)."""
-        self._name = kept.get("name", ABSENT)
-        self._version = kept.get("version", ABSENT)
-        self._source = kept.get("source", ABSENT)
-        self._markers = kept.get("resolution-markers", ABSENT)
-        self._dependencies = kept.get("dependencies", ABSENT)
-        self._optional = kept.get("optional-dependencies", ABSENT)
-        self._dev = kept.get("dev-dependencies", ABSENT)
-        self._wheels = kept.get("wheels", ABSENT)
-        self._sdist = kept.get("sdist", ABSENT)
-        self.key: str | None = None
-        self.walked_by: object = None  # the last walk that expanded its own node (`_traverse`)
-        self.walked_kinds: tuple[Any, ...] | None = None  # that walk and the extras and groups it expanded
-
-    def __getitem__(self, key: str) -> Any:  # each method reads its slot itself: the conversion asks them 17 times
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        value = ABSENT if slot is None else getattr(self, slot)
-        if value is ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        return slot is not None and getattr(self, slot) is not ABSENT
-
-    def get(self, key: str, default: Any = None) -> Any:
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        value = ABSENT if slot is None else getattr(self, slot)
-        return default if value is ABSENT else value
-
-    def pop(self, key: str, default: Any = None) -> Any:
-        slot = _PACKAGE_SLOTS.get(key) if type(key) is str else None
-        if slot is None:
-            return default
-        value = getattr(self, slot)
-        setattr(self, slot, ABSENT)
-        return default if value is ABSENT else value
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, slot in _PACKAGE_SLOTS.items() if getattr(self, slot) is not ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
 
 
 def key_of(entry: Mapping[str, Any]) -> str:
@@ -296,26 +150,79 @@ def activated(
     walk is taken while the last one activated items, unless nothing it judged could come out otherwise under the
     grown set (no edge naming an item was refused, no fork was chosen): then it would walk the same edges. Every
     marker judged is added to `judged`, where given."""
+    return activation(graph, starts, environment, judged).active
+
+
+@dataclass
+class PassNotes:
+    """What one walk of the activation saw: what it reached, each verdict it gave (by marker, and the items the
+    marker found active where it names any), and whether it chose a fork or met two entries of one name."""
+
+    reached: dict[str, dict[str, Any]] = field(default_factory=dict)
+    verdicts: dict[str | tuple[str, frozenset[str]], bool] = field(default_factory=dict)
+    forked: bool = False
+    two_versions: bool = False
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The items active for the target (`activated`), and the notes of the activation's last walk, which
+    `installed` takes as its own walk where every verdict would come out alike under the whole active set."""
+
+    active: frozenset[str]
+    last: PassNotes
+
+
+def activation(
+    graph: UvGraph, starts: list[Node], environment: dict[str, str], judged: set[str] | None = None
+) -> Activation:
+    """`activated`, with the notes of its last walk."""
     active = {item(entry["name"], kind, name) for entry, kind, name in starts if kind}
     while True:
         before = len(active)
         unsettled: list[bool] = []
-        _traverse(graph, starts, environment, active, grow=True, unsettled=unsettled, judged=judged)
+        notes = PassNotes()
+        notes.reached = _traverse(
+            graph, starts, environment, active, grow=True, unsettled=unsettled, judged=judged, notes=notes
+        )
         if len(active) == before or not unsettled:
-            return frozenset(active)
+            return Activation(frozenset(active), notes)
 
 
 def installed(
     graph: UvGraph,
     starts: list[Node],
     environment: dict[str, str],
-    active: frozenset[str],
+    active: frozenset[str] | Activation,
     judged: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every package reached from the starts along edges whose markers hold: normalized name -> its entry. Every
-    marker judged is added to `judged`, where given."""
+    marker judged is added to `judged`, where given. Given the `Activation`, its last walk is this walk where it
+    chose no fork, met no two entries of a name, and each of its verdicts is the one the whole active set gives
+    (a marker naming an item is judged again, once for each set of them it found active): that walk then took every
+    edge this one would, in the same order, and judged the same markers (a walk of 600k edges at 300k packages)."""
+    if isinstance(active, Activation):
+        refuse_conflicting(graph, active.active)
+        if _walked_alike(active, environment):
+            return active.last.reached
+        active = active.active
     refuse_conflicting(graph, active)
     return _traverse(graph, starts, environment, set(active), grow=False, judged=judged)
+
+
+def _walked_alike(activation: Activation, environment: dict[str, str]) -> bool:
+    """Whether `installed` would walk as the activation's last walk did (`installed`'s conditions)."""
+    last, active = activation.last, activation.active
+    if last.forked or last.two_versions:
+        return False
+    target_items = tuple(environment.items())
+    for key, holding in last.verdicts.items():
+        if type(key) is tuple:  # a marker naming items, judged with those it found active then
+            marker, found = key
+            now = frozenset(name for name in _parsed(marker)[1] if name in active)
+            if now != found and _verdict(marker, target_items, now) != holding:
+                return False
+    return True
 
 
 def refuse_conflicting(graph: UvGraph, active: frozenset[str]) -> None:
@@ -342,46 +249,76 @@ def _traverse(
     grow: bool,
     unsettled: list[bool] | None = None,
     judged: set[str] | None = None,
+    notes: PassNotes | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Walks the edges from `starts`; with `grow`, an edge naming extras is judged as if they were active and,
     when it holds, activates them (in `active`). `unsettled` is given an entry when a verdict of this walk could
-    change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen."""
+    change as `active` grows: an edge whose marker names an item did not hold, or a fork was chosen. `notes`, where
+    given, are told its verdicts, a fork chosen and two entries of a name met."""
     reached: dict[str, dict[str, Any]] = {}
     pending = list(starts)
     walk = _Walk()  # marks the `KeptPackage`s whose nodes this walk expanded
     expanded: set[int | tuple[int, str, str]] = set()  # those of other entries (a package's own by its id alone)
     target_items = tuple(environment.items())  # the target as `_verdict`'s cache keys it, made once per walk
+    verdicts: dict[str | tuple[str, frozenset[str]], bool] = {} if notes is None else notes.verdicts
+    # (this walk's verdicts, by marker, and the items it found active where it names any)
     while pending:
         entry, kind, name = pending.pop()
-        if type(entry) is KeptPackage:
+        if type(entry) is KeptPackage:  # its slots read, not through `Mapping` (a call each, millions of them)
             if not kind:  # its own node: `first_time`'s first case, written out (a call per node was 3% of a walk)
                 if entry.walked_by is walk:
                     continue
                 entry.walked_by = walk
             elif not walk.first_time(entry, kind, name):
                 continue
+            key = entry.key if entry.key is not None else key_of(entry)
+            if kind:
+                edges = listed(entry, kind, name)
+            else:
+                edges = entry._dependencies
+                edges = [] if edges is ABSENT else edges
         else:
             node = (id(entry), kind, name) if kind else id(entry)
             if node in expanded:
                 continue
             expanded.add(node)
-        key = key_of(entry)
-        if not grow and key in reached and reached[key] is not entry:
-            raise UserError(
-                f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "
-                f"and {entry.get('version')})",
-                "choose between the conflicting extras or groups with --extra / --group",
-            )
+            key = key_of(entry)
+            edges = listed(entry, kind, name) if kind else entry.get("dependencies", [])
+        if key in reached and reached[key] is not entry:
+            if not grow:
+                raise UserError(
+                    f"uv.lock holds two versions of {entry['name']} for this choice ({reached[key].get('version')} "
+                    f"and {entry.get('version')})",
+                    "choose between the conflicting extras or groups with --extra / --group",
+                )
+            if notes is not None:
+                notes.two_versions = True
         reached[key] = entry
-        for edge in tables(entry, kind).get(name, []) if kind else entry.get("dependencies", []):
-            named, extras, candidates = _edge(graph, edge)
-            marker = edge.get("marker")
-            if marker and judged is not None:
-                judged.add(marker)
-            if marker and not _holds_for(marker, target_items, active, named if grow else ()):
-                if unsettled is not None and not unsettled and _parsed(marker)[1]:
-                    unsettled.append(True)
-                continue
+        for edge in edges:
+            if type(edge) is KeptEdge and edge.candidates is not None:  # worked out by an earlier walk over it
+                named, extras, candidates = edge.named, edge.extras, edge.candidates
+                marker = edge._marker
+                marker = None if marker is ABSENT else marker
+            else:
+                named, extras, candidates = _edge(graph, edge)
+                marker = edge.get("marker")
+            if marker:
+                if judged is not None:
+                    judged.add(marker)
+                mentioned = _parsed(marker)[1]
+                if mentioned:
+                    found = frozenset(item for item in mentioned if item in active or (grow and item in named))
+                    holding = verdicts.get((marker, found))
+                    if holding is None:
+                        holding = verdicts[(marker, found)] = _verdict(marker, target_items, found)
+                else:
+                    holding = verdicts.get(marker)
+                    if holding is None:
+                        holding = verdicts[marker] = _verdict(marker, target_items, frozenset())
+                if not holding:
+                    if unsettled is not None and not unsettled and mentioned:
+                        unsettled.append(True)
+                    continue
             if grow:
                 active.update(named)
             if len(candidates) == 1:
@@ -390,10 +327,31 @@ def _traverse(
                 target = _fork(candidates, environment, active, judged)
                 if unsettled is not None and not unsettled:
                     unsettled.append(True)
+                if notes is not None:
+                    notes.forked = True
             pending.append((target, "", ""))
             if extras:
                 pending += [(target, "extra", extra) for extra in extras]
     return reached
+
+
+def listed(entry: Mapping[str, Any], kind: str, name: str) -> Sequence[Any]:
+    """The edges of an entry's extra or group `name` (normalized), as `tables(entry, kind).get(name, [])` gives them:
+    of a `KeptTable`, its keys normalized once per tuple of keys (a table's keys are one tuple for every package of
+    the same extras), not a table made for each node."""
+    table = entry.get("optional-dependencies" if kind == "extra" else "dev-dependencies")
+    if type(table) is not KeptTable:
+        return tables(entry, kind).get(name, [])  # type: ignore[arg-type]
+    found: Sequence[Any] = []
+    for key, value in zip(_normalized(table._keys), table._values):
+        if key == name:
+            found = value  # the last of a name, as a table made of them keeps it
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def _normalized(keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(normalize(key) for key in keys)
 
 
 class _Walk:

@@ -19,11 +19,10 @@ sha256 is returned as data (`UvImport.unhashed`, with its index), for the import
 
 from __future__ import annotations
 
-import re
 from sys import intern
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
 from lockgen.adapters.pypi.python_wheels import (
     PLATFORMS,
@@ -36,19 +35,15 @@ from lockgen.adapters.pypi.python_wheels import (
     no_wheel_reason,
     python_within,
 )
-from lockgen.adapters.foreign.uv_graph import (
+from lockgen.adapters.foreign.uv_graph import Node, UvGraph, activation, installed, is_local_project, tables
+from lockgen.adapters.foreign.uv_records import (
     ABSENT,
     EDGE_KEYS,
     KeptEdge,
     KeptPackage,
     KeptTable,
-    Node,
-    PACKAGE_KEYS,
-    UvGraph,
-    activated,
-    installed,
-    is_local_project,
-    tables,
+    KeptWheel,
+    KeptWheels,
 )
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.lock import LockedPackage, pip_wheel
@@ -123,111 +118,6 @@ def entries_of(pins: list[PinnedWheel]) -> tuple[LockedPackage, ...]:
     return tuple(entries)
 
 
-_WALKED = tuple(key for key in PACKAGE_KEYS if key not in ("wheels", "sdist"))  # kept as the table has them
-
-
-_ABSENT = ABSENT  # a key the table did not have
-
-
-class KeptWheel(Mapping[str, Any]):
-    """What the walk reads of a wheel's table, its `url` and `hash` (where it has them), read as the table is: two
-    slots, where a table of two keys was 184 bytes (two wheels or more for each package of a lock)."""
-
-    __slots__ = ("_hash", "_url")
-
-    def __init__(self, url: Any = _ABSENT, hash: Any = _ABSENT) -> None:
-        self._url = url
-        self._hash = hash
-
-    @classmethod
-    def of(cls, table: dict[str, Any]) -> KeptWheel:
-        return cls(table.get("url", _ABSENT), table.get("hash", _ABSENT))
-
-    def __getitem__(self, key: str) -> Any:
-        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
-        if value is _ABSENT:
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:  # Mapping's would call __getitem__ and catch its KeyError
-        return (self._url if key == "url" else self._hash if key == "hash" else _ABSENT) is not _ABSENT
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self._url if key == "url" else self._hash if key == "hash" else _ABSENT
-        return default if value is _ABSENT else value
-
-    def __iter__(self) -> Iterator[str]:
-        return (key for key, value in (("url", self._url), ("hash", self._hash)) if value is not _ABSENT)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-class KeptWheels(Sequence[KeptWheel]):
-    """A package's wheels where each is a table with a `url` and a `hash` string, neither holding a line end: one
-    string, each wheel's URL and hash on lines of their own, read back as `KeptWheel`s (the same values) when the
-    package is converted. A list of two wheels, their slots and four strings was 660 bytes (six blocks of the
-    allocator), the string is 330: traced, the benchmark's lock kept 1,508 bytes a package, 1,220 so. Where every
-    URL is ASCII and every hash `sha256:` and 64 lowercase hex digits (as uv writes them), the string is bytes: the
-    URLs' lines, then each digest's 32 bytes (`count` of them), 240 bytes for the benchmark's two wheels."""
-
-    __slots__ = ("_count", "_lines")
-
-    def __init__(self, lines: str | bytes, count: int | None = None) -> None:
-        self._lines = lines
-        self._count = count
-
-    @classmethod
-    def of(cls, wheels: list[Any]) -> KeptWheels | None:
-        """The wheels as one string, or None where one is not a table of a `url` and a `hash` that are line-free
-        strings (kept as a list of `KeptWheel`s, read as before)."""
-        urls: list[str] = []
-        digests: list[str] = []
-        for wheel in wheels:
-            if type(wheel) is not dict:
-                return None
-            url, digest = wheel.get("url"), wheel.get("hash")
-            if type(url) is not str or type(digest) is not str or "\n" in url or "\n" in digest:
-                return None
-            urls.append(url)
-            digests.append(digest)
-        if not urls:
-            return None
-        if all(url.isascii() for url in urls) and all(_SHA256.fullmatch(digest) for digest in digests):
-            raw = bytes.fromhex("".join(digest[7:] for digest in digests))
-            return cls("\n".join(urls).encode("ascii") + raw, len(urls))
-        return cls("\n".join(part for pair in zip(urls, digests) for part in pair))
-
-    def _wheels(self) -> list[KeptWheel]:
-        if isinstance(self._lines, bytes):
-            count = self._count or 0
-            urls = self._lines[: -32 * count].decode("ascii").split("\n")
-            raw = self._lines[-32 * count :]
-            return [KeptWheel(url, "sha256:" + raw[32 * at : 32 * at + 32].hex()) for at, url in enumerate(urls)]
-        lines = self._lines.split("\n")
-        return [KeptWheel(url, digest) for url, digest in zip(lines[::2], lines[1::2])]
-
-    def __iter__(self) -> Iterator[KeptWheel]:
-        return iter(self._wheels())
-
-    def __len__(self) -> int:
-        if isinstance(self._lines, bytes):
-            return self._count or 0
-        return (self._lines.count("\n") + 1) // 2
-
-    @overload
-    def __getitem__(self, index: int) -> KeptWheel: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[KeptWheel]: ...
-
-    def __getitem__(self, index: int | slice) -> KeptWheel | list[KeptWheel]:
-        return self._wheels()[index]
-
-
 _SHARED_AT_MOST = 1 << 16  # lists and tables remembered for sharing
 
 
@@ -243,19 +133,31 @@ class WalkedParts:
         self._shared: dict[tuple[Any, ...], Any] = {}  # a list's or table's contents (its parts' ids) -> the one kept
 
     def __call__(self, entry: dict[str, Any]) -> KeptPackage:
+        """The package `entry` kept: each walked key's value as `_one` keeps it (edges as `_edges`, a table of them
+        as `_edge_lists`), read by a lookup each (a table of them was made, then read again by the record)."""
         if len(self._shared) > _SHARED_AT_MOST:  # lists and tables met lately are shared; a million unique edges'
             self._shared.clear()  # keys were 200 MiB more while reading (a string is shared however far apart)
-        kept = {key: keep(self, entry[key]) for key, keep in _KEEPERS.items() if key in entry}
-        wheels = entry.get("wheels")
+        one, get = self._one, entry.get
+        wheels = get("wheels", ABSENT)
         if isinstance(wheels, list):
-            kept["wheels"] = KeptWheels.of(wheels) or [
+            wheels = KeptWheels.of(wheels) or [
                 KeptWheel.of(wheel) if isinstance(wheel, dict) else wheel for wheel in wheels
             ]
-        elif "wheels" in entry:
-            kept["wheels"] = wheels
-        if "sdist" in entry:
-            kept["sdist"] = True
-        return KeptPackage(kept)
+        dependencies = get("dependencies", ABSENT)
+        optional = get("optional-dependencies", ABSENT)
+        dev = get("dev-dependencies", ABSENT)
+        name, version, markers = get("name", ABSENT), get("version", ABSENT), get("resolution-markers", ABSENT)
+        return KeptPackage(
+            intern(name) if type(name) is str else one(name),
+            intern(version) if type(version) is str else one(version),
+            one(get("source", ABSENT)),
+            markers if markers is ABSENT else one(markers),
+            dependencies if dependencies is ABSENT else self._edges(dependencies),
+            optional if optional is ABSENT else self._edge_lists(optional),
+            dev if dev is ABSENT else self._edge_lists(dev),
+            wheels,
+            True if "sdist" in entry else ABSENT,
+        )
 
     def _edge_lists(self, value: Any) -> Any:
         """An extra's or group's table of edge lists, kept as a `KeptTable` (held once where equal, as `_one` holds a
@@ -277,9 +179,18 @@ class WalkedParts:
         return self._shared.setdefault((list, *map(id, items)), items)
 
     def _edge(self, table: dict[str, Any]) -> KeptEdge:
-        kept = {key: self._one(table[key]) for key in EDGE_KEYS if key in table}
-        edge = KeptEdge(kept)
-        return self._shared.setdefault((KeptEdge, *map(id, edge._parts())), edge)
+        """The edge `table` kept, its parts as `_one` keeps them (a string interned in place), the record made only
+        where no equal one is held."""
+        one, get = self._one, table.get
+        parts = [
+            intern(part) if type(part) is str else part if part is ABSENT else one(part)
+            for part in map(get, EDGE_KEYS, _ABSENT_EACH)
+        ]
+        key = (KeptEdge, *map(id, parts))
+        edge = self._shared.get(key)
+        if edge is None:
+            edge = self._shared[key] = KeptEdge(*parts)
+        return edge
 
     def _one(self, value: Any) -> Any:
         """The value kept for `value`: the one held already where an equal one was seen. A part's id stands for it in
@@ -299,17 +210,7 @@ class WalkedParts:
         return value
 
 
-# how each walked key's value is kept: edges as `KeptEdge`s (in a list, or in a table of lists), anything else by
-# `_one` (functions of the class, not methods bound to a reduce: a reduce holding its own would live on in a cycle
-# while the import pauses the cycle collector, its shared keys with it)
-_KEEPERS = {
-    key: {
-        "dependencies": WalkedParts._edges,
-        "optional-dependencies": WalkedParts._edge_lists,
-        "dev-dependencies": WalkedParts._edge_lists,
-    }.get(key, WalkedParts._one)
-    for key in _WALKED
-}
+_ABSENT_EACH = (ABSENT,) * len(EDGE_KEYS)  # what an edge's table gives for each key it does not have
 
 
 _LET_GO = ("wheels", "dependencies", "optional-dependencies", "dev-dependencies")  # of a converted entry given away
@@ -339,16 +240,13 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
     found_on: dict[str, list[PinnedWheel | UnhashedWheel | str]] = {platform: [] for platform in walks}
     # a package converted once for every platform that reached it (its wheels named once, their names parsed once:
     # `parse_wheel_filename`'s cache), each platform's found in the order of its names; its wheels let go of then
-    for key in sorted(set().union(*walks.values())):
-        platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
-        for platform, reached in walks.items():
-            entry = reached.get(key)
-            if entry is not None and entry is not graph.workspace:
-                platforms_of.setdefault(id(entry), (entry, []))[1].append(platform)
-        for entry, platforms in platforms_of.values():
-            for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
-                found_on[platform].append(found)
-            if given_away:  # nothing reads them now: the walks are over, the entry converted
+    for entry, platforms in _reached_in_order(walks, graph.workspace):
+        for platform, found in zip(platforms, _converted(entry, platforms, python, glibc)):
+            found_on[platform].append(found)
+        if given_away:  # nothing reads them now: the walks are over, the entry converted
+            if type(entry) is KeptPackage:
+                entry.let_go_of_walked()
+            else:
                 for let_go in _LET_GO:
                     entry.pop(let_go, None)
     for found in (found for platform in walks for found in found_on[platform]):
@@ -359,6 +257,27 @@ def read_uv_lock(data: dict[str, Any], choices: UvChoices, given_away: bool = Fa
         else:
             skipped.append(found)
     return UvImport(tuple(pins), tuple(skipped), python.shown, assumed, tuple(unhashed))
+
+
+def _reached_in_order(
+    walks: dict[str, dict[str, dict[str, Any]]], workspace: dict[str, Any] | None
+) -> Iterator[tuple[dict[str, Any], Sequence[str]]]:
+    """Each entry the walks reached (but the workspace root), by name, with the platforms that reached it; where one
+    walk served every platform, its entries with them all (a table of each name's entries by platform was made)."""
+    platforms = tuple(walks)
+    first = walks[platforms[0]]
+    if all(reached is first for reached in walks.values()):
+        for key in sorted(first):
+            if first[key] is not workspace:
+                yield first[key], platforms
+        return
+    for key in sorted(set().union(*walks.values())):
+        platforms_of: dict[int, tuple[dict[str, Any], list[str]]] = {}  # an entry's id -> it, the platforms on it
+        for platform, reached in walks.items():
+            entry = reached.get(key)
+            if entry is not None and entry is not workspace:
+                platforms_of.setdefault(id(entry), (entry, []))[1].append(platform)
+        yield from platforms_of.values()
 
 
 def _walks(graph: UvGraph, starts: list[Node], python: Python) -> dict[str, dict[str, dict[str, Any]]]:
@@ -375,7 +294,7 @@ def _walks(graph: UvGraph, starts: list[Node], python: Python) -> dict[str, dict
             walks[platform] = shared
             continue
         judged: set[str] = set()
-        walks[platform] = installed(graph, starts, environment, activated(graph, starts, environment, judged), judged)
+        walks[platform] = installed(graph, starts, environment, activation(graph, starts, environment, judged), judged)
         # `platform.machine` is PEP 508's older spelling, still read as the same variable
         if not any(name in marker.replace(".", "_") for marker in judged for name in differing):
             shared = walks[platform]
@@ -502,7 +421,9 @@ def _converted(
         return [
             f"{_label(entry, platform)} is a local path ({folder}): build a wheel and pin it" for platform in platforms
         ]
-    wheels = [wheel for wheel in entry.get("wheels", []) if "url" in wheel]
+    listed = entry.get("wheels", [])
+    # (kept as one string, every wheel has its url)
+    wheels = list(listed) if type(listed) is KeptWheels else [wheel for wheel in listed if "url" in wheel]
     named = by_file_name(wheels)
     return [_pinned(entry, source, wheels, named, platform, python, glibc) for platform in platforms]
 

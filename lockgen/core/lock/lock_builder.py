@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from lockgen.core.lock import lock_meta
@@ -65,13 +66,18 @@ def in_lock_order(packages: Sequence[LockedPackage]) -> Sequence[LockedPackage]:
     """`packages` sorted by their sort key (platform, manager, name, version, build), stably: as given where they
     are in that order already (judged pair by pair: a sort made every entry's key at once, 600k tuples for a
     300k-package uv.lock's lock, a sixth of its import's peak memory), else sorted."""
-    previous: tuple[str, ...] | None = None
-    for package in packages:
-        key = package.sort_key()
-        if previous is not None and key < previous:
-            return sorted(packages, key=lambda p: p.sort_key())
-        previous = key
+    previous: tuple[str, str, str, str] | None = None
+    previous_build = ""
+    for package in packages:  # the key but the build read by one C call (`sort_key` was a Python call and a tuple)
+        key = _AHEAD_OF_BUILD(package)
+        if previous is not None and key <= previous:
+            if key < previous or (package.build or "") < previous_build:
+                return sorted(packages, key=lambda p: p.sort_key())
+        previous, previous_build = key, package.build or ""
     return packages
+
+
+_AHEAD_OF_BUILD = attrgetter("platform", "manager", "name", "version")  # `sort_key` less its last part
 
 
 def package_set(packages: Sequence[LockedPackage]) -> str:
@@ -84,16 +90,22 @@ def package_set(packages: Sequence[LockedPackage]) -> str:
 
 
 def _pin(p: LockedPackage) -> list[object]:
-    return [
+    """What the package set pins of an entry; of a local entry, beyond its hash, its URL too (folder and mode),
+    nothing for others, so the records of locks without local packages stay as they were (appended to the list made:
+    a list unpacked into it was a call and a list more for each of 600k entries)."""
+    hashes, dependencies = p.hash, p.dependencies
+    pin: list[object] = [
         p.manager,
         p.name,
         p.version,
         p.build or "",
-        p.hash.sha256 or "",
-        p.hash.md5 or "",
-        sorted(p.dependencies.items()),
-        *_local_pin(p),
+        hashes.sha256 or "",
+        hashes.md5 or "",
+        sorted(dependencies.items()) if dependencies else [],
     ]
+    if local_of(p) is not None:
+        pin.append(p.url)
+    return pin
 
 
 def resolved_metadata(
@@ -390,12 +402,6 @@ def refuse_local(packages: Iterable[LockedPackage], use: str) -> None:
                 "build its wheel (uv build), serve it from an index or a file:// folder and depend on it by "
                 "version; materialize and run install local packages",
             )
-
-
-def _local_pin(package: LockedPackage) -> list[str]:
-    """What the package set pins of a local entry beyond its hash: its URL (folder and mode); nothing for others,
-    so the records of locks without local packages stay as they were."""
-    return [package.url] if local_of(package) is not None else []
 
 
 UNPUBLISHED_SCHEME = "unpublished:"

@@ -51,11 +51,28 @@ MAX_TEXT = 100_000  # no field of a real lock comes near (a pypi-constraints lin
 _HINT = "re-create the lock with `lockgen resolve` (or `lockgen import`); never edit a lock by hand"
 
 
-def _refuse(source: str, where: str, problem: str) -> LockFieldError:
+class _EntryPlace:
+    """Where an entry is in a lock, in words (`package 3 (pip `torch`)`), made only where a refusal names it: each of
+    a large lock's 600k entries made that line before its fields were judged."""
+
+    __slots__ = ("_index", "_package")
+
+    def __init__(self, package: LockedPackage, index: int) -> None:
+        self._package = package
+        self._index = index
+
+    def __str__(self) -> str:
+        return f"package {self._index + 1} ({self._package.manager} `{shown(self._package.name, 60)}`)"
+
+
+_Where = str | _EntryPlace  # what a refusal line names: a key of the metadata, or an entry
+
+
+def _refuse(source: str, where: _Where, problem: str) -> LockFieldError:
     return LockFieldError(f"lock `{source}`: {where}: {problem}", _HINT)
 
 
-def _credential(source: str, where: str, url: str) -> LockFormatError:
+def _credential(source: str, where: _Where, url: str) -> LockFormatError:
     """A URL with a credential in it: named without the credential, never echoed."""
     return LockFormatError(
         f"lock `{source}`: {where}: url `{shown(scrub_url(url))}` carries a credential (user info or a token)",
@@ -63,7 +80,7 @@ def _credential(source: str, where: str, url: str) -> LockFormatError:
     )
 
 
-def _text(source: str, where: str, value: str) -> None:
+def _text(source: str, where: _Where, value: str) -> None:
     if len(value) > MAX_TEXT:
         raise _refuse(source, where, f"{len(value)} characters is no lock field")
     if CONTROL.search(value):
@@ -166,7 +183,7 @@ def _check_lockgen_keys(lock: Lock, source: str) -> None:
 
 def check_package(package: LockedPackage, source: str, index: int = 0) -> None:
     """Refuses one entry whose name, version, build, platform, hashes, URL or dependencies break their rule."""
-    where = f"package {index + 1} ({package.manager} `{shown(package.name, 60)}`)"
+    where = _EntryPlace(package, index)
     if not PLATFORM.fullmatch(package.platform):
         raise _refuse(source, where, f"platform `{shown(package.platform)}` is not a platform")
     if not CATEGORY.fullmatch(package.category):
@@ -177,12 +194,13 @@ def check_package(package: LockedPackage, source: str, index: int = 0) -> None:
         _pypi_identity(package, source, where)
     _hashes(package, source, where)
     for name, spec in package.dependencies.items():
-        _text(source, f"{where} dependency", name)
-        _text(source, f"{where} dependency `{shown(name)}`", spec)
+        if len(name) > MAX_TEXT or len(spec) > MAX_TEXT or CONTROL.search(name) or CONTROL.search(spec):
+            _text(source, f"{where} dependency", name)  # (the entry named only where one is refused)
+            _text(source, f"{where} dependency `{shown(name)}`", spec)
     _url(package, source, where)
 
 
-def _conda_identity(package: LockedPackage, source: str, where: str) -> None:
+def _conda_identity(package: LockedPackage, source: str, where: _Where) -> None:
     if not CONDA_NAME.fullmatch(package.name):
         raise _refuse(source, where, "the name is not a conda package name (letters, digits, `_`, `.`, `-`)")
     if not CONDA_VERSION.fullmatch(package.version):
@@ -191,7 +209,7 @@ def _conda_identity(package: LockedPackage, source: str, where: str) -> None:
         raise _refuse(source, where, f"build `{shown(package.build or '')}` is not a conda build string")
 
 
-def _pypi_identity(package: LockedPackage, source: str, where: str) -> None:
+def _pypi_identity(package: LockedPackage, source: str, where: _Where) -> None:
     if not PYPI_NAME.fullmatch(package.name):
         raise _refuse(source, where, "the name is not a PyPI project name (PEP 508)")
     if not _pep440(package.version):
@@ -222,7 +240,7 @@ def _pep440(version: str) -> bool:
     return True
 
 
-def _hashes(package: LockedPackage, source: str, where: str) -> None:
+def _hashes(package: LockedPackage, source: str, where: _Where) -> None:
     sha256, md5 = package.hash.sha256, package.hash.md5
     if sha256 == "" or md5 == "":
         raise _refuse(source, where, "an empty sha256 or md5 is no hash")
@@ -234,17 +252,19 @@ def _hashes(package: LockedPackage, source: str, where: str) -> None:
         raise _refuse(source, where, "it has no hash")
 
 
-def _url(package: LockedPackage, source: str, where: str) -> None:
+def _url(package: LockedPackage, source: str, where: _Where) -> None:
     url = package.url
+    # http(s), a bare host, a path of URL characters (so no whitespace or control character either): no port,
+    # credential, query or fragment to refuse, and no local package
+    if len(url) <= 4096 and plain_index_url(url):
+        _file_named(package, source, where, url.rsplit("/", 1)[-1])
+        return
     if len(url) > 4096 or _SPACE_OR_CONTROL.search(url):
         raise _refuse(
             source,
             where,
             f"url `{shown(scrub_url(url))}` holds whitespace or control characters (or is over 4,096 long)",
         )
-    if plain_index_url(url):  # http(s), a bare host, a path of URL characters: no port, credential, query or
-        _file_named(package, source, where, url.rsplit("/", 1)[-1])  # fragment to refuse, and no local package
-        return
     try:
         parts = split_url(url)
         parts.port  # noqa: B018 (raises for a port that is no number, which fetching would meet)
@@ -275,7 +295,7 @@ def _url(package: LockedPackage, source: str, where: str) -> None:
     _file_named(package, source, where, parts.path.rsplit("/", 1)[-1])
 
 
-def _file_named(package: LockedPackage, source: str, where: str, last_segment: str) -> None:
+def _file_named(package: LockedPackage, source: str, where: _Where, last_segment: str) -> None:
     """Refuses an entry whose URL's last path segment (`last_segment`, as written) is not its own archive."""
     file_name = unquote(last_segment)
     problem = _conda_file(package, file_name) if package.manager == "conda" else _wheel_file(package, file_name)
@@ -293,10 +313,12 @@ def _conda_file(package: LockedPackage, file_name: str) -> str | None:
 @functools.cache
 def _wheel_name_parser() -> Callable[[str], WheelName]:
     """`parse_wheel_filename`, imported on first use (a conda lock names no wheel), not for each entry: an import
-    statement in a function runs importlib's from-list handling on every call (2 µs, for each of 600k entries)."""
+    statement in a function runs importlib's from-list handling on every call (2 µs, for each of 600k entries).
+    Without its cache of the last names: a lock names each wheel once, so every name missed it, and pushed out the
+    ones an import's wheel choice reads again."""
     from lockgen.core.pypi.wheel_names import parse_wheel_filename
 
-    return parse_wheel_filename
+    return parse_wheel_filename.__wrapped__
 
 
 def _wheel_file(package: LockedPackage, file_name: str) -> str | None:

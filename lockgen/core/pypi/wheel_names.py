@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from lockgen.core.env.wheel_files import expand_tags
@@ -34,9 +34,9 @@ from lockgen.model.names import normalize
 _BUILD = re.compile(r"^\d\w*$")
 
 
-@dataclass(frozen=True)
-class WheelName:
-    """A parsed wheel file name; `tags` is the expanded tag set."""
+class WheelName(NamedTuple):
+    """A parsed wheel file name; `tags` is the expanded tag set. A named tuple: a frozen dataclass set each field
+    through `object.__setattr__`, a third of a parse (a 300k-package uv.lock's import parses 1.8 million names)."""
 
     filename: str
     name: str
