@@ -865,3 +865,37 @@ def test_the_cores_take_shares_at_once_a_failed_child_s_are_read_again_and_none_
     assert time.monotonic() - started < 30 and len(pids) == 4
     with pytest.raises(ChildProcessError):  # ended and waited for: no child of this process is left
         os.waitpid(pids[3], os.WNOHANG)
+
+
+def test_a_temporary_pack_a_stopped_process_left_is_removed_once_its_writer_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share its parent stopped (the status failed or was interrupted) or a killed process leaves its pack's
+    temporary file; the next run removes it when its writer is gone and it was not written to for a minute, and
+    leaves a live writer's and a fresh one's (session 30's review: 3 of 5 failed runs left one, none was removed)."""
+    import os
+    import subprocess
+    import time
+
+    from lockgen.adapters.node import kept_verdicts
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    where = Path(kept_verdicts.folder())
+    where.mkdir(parents=True)
+    ended = subprocess.Popen(["true"])
+    ended.wait()  # a pid no process has now
+    old = time.time() - 2 * kept_verdicts.STALE_S
+    left = {
+        "dead, old": (f".{ended.pid}-{'a' * 16}.pack.x1.tmp", old),
+        "dead, merged, old": (f".merged-{ended.pid}-{'b' * 16}.pack.x2.tmp", old),
+        "dead, fresh": (f".{ended.pid}-{'c' * 16}.pack.x3.tmp", time.time()),
+        "alive, old": (f".{os.getpid()}-{'d' * 16}.pack.x4.tmp", old),
+        "not a pack's": (f".{ended.pid}-notapack.x5.tmp", old),
+    }
+    for name, mtime in left.values():
+        (where / name).write_bytes(b"partial")
+        os.utime(where / name, (mtime, mtime))
+    kept_verdicts.KeptVerdicts().close()
+    assert sorted(path.name for path in where.iterdir()) == sorted(
+        left[case][0] for case in ("dead, fresh", "alive, old", "not a pack's")
+    )

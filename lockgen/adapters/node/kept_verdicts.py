@@ -25,7 +25,8 @@ accepted by the models) — the bytes are hashed on every run, so an edited, re-
 re-signed file has another sha256 and is verified again, and refused as before. A verdict is kept only for
 bytes the quick proof accepted as read (never for a refusal, which is made again each run and words its own
 reason, nor for a file `read_signed` accepted by reading it a second time). A pack is written whole (a temporary
-file and a rename) or not at all; a record is taken only when it names the same sha256, lockgen version, rules (a
+file and a rename) or not at all (a temporary left by a process stopped or killed is removed by a later run once
+its writer is gone: `_sweep`); a record is taken only when it names the same sha256, lockgen version, rules (a
 digest of the sources a certificate is accepted by, its models and its file's forms and signatures: a verdict an
 older lockgen kept, which accepted what this one refuses, is no verdict now) and schema, and one of the keys given;
 anything else (a pack cut short, an index out of its file) reads as not kept. Keeping is best-effort: a home
@@ -39,8 +40,10 @@ import fcntl
 import heapq
 import marshal
 import os
+import re
 import struct
 import sys
+import time
 from collections.abc import Callable, Collection, Iterator
 from itertools import groupby
 from pathlib import Path
@@ -93,6 +96,9 @@ FANOUT = 1 << 16  # per two-byte prefix of the sha256, how many entries have it 
 ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many, spilled and merged
 ENTRIES_READ = 4096  # a pack's index entries read at a time by a merge (176 KiB)
 MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
+# a pack being written: `temporary_beside`'s name for `[merged-]<pid>-<16 hex>.pack`
+_TEMPORARY = re.compile(rf"\.(?:{MERGED})?(\d+)-[0-9a-f]{{16}}\.pack\.[^/]+\.tmp")
+STALE_S = 60  # a temporary pack of a process that is gone, untouched this long, is removed (`_sweep`)
 MERGE_LOCK = ".merge.lock"  # held (flock) by the one merge that runs; the packs are listed again once it is held
 
 
@@ -221,9 +227,11 @@ class KeptVerdicts:
         if not trusted():
             return
         try:
-            names = sorted(name for name in os.listdir(self._folder) if name.endswith(PACK))
+            listed = os.listdir(self._folder)
         except OSError:
-            names = []
+            listed = []
+        names = sorted(name for name in listed if name.endswith(PACK))
+        _sweep(self._folder, [name for name in listed if name.endswith(".tmp")])
         for name in names:
             try:
                 self._packs.append(_Pack(os.path.join(self._folder, name)))
@@ -302,6 +310,33 @@ class KeptVerdicts:
         if self._writer is not None:
             self._writer.abandon()
             self._writer = None
+
+
+def _sweep(where: str, temporaries: list[str]) -> None:
+    """Removes the temporary packs of processes that ended before finishing them (a share its parent stopped when
+    the status failed or was interrupted, a process killed): each names its writer's pid. One whose writer lives,
+    or written to in the last `STALE_S` (a writer in another pid namespace sharing this home), is left."""
+    now = time.time()
+    for name in temporaries:
+        found = _TEMPORARY.fullmatch(name)
+        if found is None or _alive(int(found[1])):
+            continue
+        path = os.path.join(where, name)
+        try:
+            if now - os.lstat(path).st_mtime >= STALE_S:
+                os.unlink(path)
+        except OSError:
+            continue  # removed meanwhile, or not ours to remove
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
 
 
 def _merge_when_many(where: str) -> None:
