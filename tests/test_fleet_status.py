@@ -899,3 +899,30 @@ def test_a_temporary_pack_a_stopped_process_left_is_removed_once_its_writer_is_g
     assert sorted(path.name for path in where.iterdir()) == sorted(
         left[case][0] for case in ("dead, fresh", "alive, old", "not a pack's")
     )
+
+
+@pytest.mark.parametrize("created", ["\u0000026-12-06T10:51:02Z", "2026-13-45T99:99:99Z", "yesterday"])
+def test_a_signed_certificate_whose_time_is_not_lockgen_s_is_refused_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, created: str
+) -> None:
+    """A certificate signed with the key whose `created` is not YYYY-MM-DDTHH:MM:SSZ cannot be dated in a row: it
+    is listed under `refused` with its node and why, and the other nodes are shown (session 30's review: the whole
+    status ended with one error line and no row)."""
+    import datetime as dt
+
+    from lockgen.api import fleet_status as use_case
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
+    assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    (folder / "good.cert.json").write_text(render(_signed_document(tmp_path / "k")))
+    body = {**_signed_document(tmp_path / "k")["certificate"], "created": created}
+    (folder / "odd.cert.json").write_text(render({"certificate": body, "signature": sign(body, tmp_path / "k")}))
+    now = dt.datetime(2026, 12, 7, tzinfo=dt.timezone.utc)
+    report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
+    assert [row["node"] for row in report["rows"]] == ["good"]
+    [refusal] = report["refused"]
+    assert refusal["node"] == "odd" and "is not YYYY-MM-DDTHH:MM:SSZ" in refusal["reason"], refusal
+    result = run_cli("fleet", "status", str(folder), "--key", str(tmp_path / "k.pub"))
+    assert result.returncode == 1 and "REFUSED" in result.stderr + result.stdout and "good" in result.stdout, result

@@ -53,12 +53,13 @@ from lockgen.core.fleet.fleet_status import (
     StatusRow,
     certificate_facts,
     facts_from_plain,
+    moment,
     plain_as_facts,
     status_rows,
 )
 from lockgen.core.certificate.numerics import CountedFingerprint, Member, OddFingerprints
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
-from lockgen.errors import LockgenError, UserError
+from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import CertificateBody, Numerics
 
 
@@ -102,17 +103,18 @@ def fleet_status(
             from lockgen.api.steps.attestation_steps import attached_certificates  # images only: 0.1 s of imports
 
             _, found = attached_certificates(source, public_keys, insecure, progress)
+            image = source.removeprefix("docker://")
             for attestation in found:
-                if attestation.body is None:
-                    refused.append(
-                        {
-                            "node": source.removeprefix("docker://"),
-                            "source": attestation.location,
-                            "reason": attestation.reason or "",
-                        }
-                    )
-                else:
-                    attached.append((source.removeprefix("docker://"), attestation.location, attestation.body))
+                reason = attestation.reason or ""
+                if attestation.body is not None:
+                    try:
+                        moment(attestation.body.created, attestation.location)
+                    except LockFormatError as error:  # a time its row cannot be dated by
+                        reason = error.message
+                    else:
+                        attached.append((image, attestation.location, attestation.body))
+                        continue
+                refused.append({"node": image, "source": attestation.location, "reason": reason})
             continue
         folder = Path(source)
         if not folder.exists():
@@ -404,7 +406,9 @@ def _share_rows(
     shared = SharedFacts()
 
     def facts(path: str) -> CertificateFacts:
-        return _verified_facts(path, keys, kept_keys, accepted, kept, shared)
+        found = _verified_facts(path, keys, kept_keys, accepted, kept, shared)
+        moment(found.created, path)  # a time a row cannot be dated by: this certificate refused, not the status
+        return found
 
     for node, group in groupby(share[0].records(share[1]), key=_node_of):
         found = []

@@ -259,8 +259,9 @@ def headline_figures(figures: FigureReadings) -> dict[str, tuple[float, str]]:
 CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
 
 
-def _moment(created: str, source: str) -> dt.datetime:
-    """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ)."""
+def moment(created: str, source: str) -> dt.datetime:
+    """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ); LockFormatError
+    naming `source` for any other text (a status lists that certificate under `refused`)."""
     matched = CREATED.fullmatch(created)
     try:
         if matched is None:
@@ -321,7 +322,7 @@ def _row(
         covers=sys.intern(covered),
         source=source,
         created=latest.created,
-        age_s=max(0.0, (now - _moment(latest.created, source)).total_seconds()),
+        age_s=max(0.0, (now - moment(latest.created, source)).total_seconds()),
         arch=sys.intern(latest.arch),
         passed=latest.passed,
         failed=latest.failed,
