@@ -891,13 +891,14 @@ def test_a_temporary_pack_a_stopped_process_left_is_removed_once_its_writer_is_g
         "dead, fresh": (f".{ended.pid}-{'c' * 16}.pack.x3.tmp", time.time()),
         "alive, old": (f".{os.getpid()}-{'d' * 16}.pack.x4.tmp", old),
         "not a pack's": (f".{ended.pid}-notapack.x5.tmp", old),
+        "no pid": (f".{'9' * 20}-{'e' * 16}.pack.x6.tmp", old),  # past any pid (os.kill would overflow)
     }
     for name, mtime in left.values():
         (where / name).write_bytes(b"partial")
         os.utime(where / name, (mtime, mtime))
     kept_verdicts.KeptVerdicts().close()
     assert sorted(path.name for path in where.iterdir()) == sorted(
-        left[case][0] for case in ("dead, fresh", "alive, old", "not a pack's")
+        left[case][0] for case in ("dead, fresh", "alive, old", "not a pack's", "no pid")
     )
 
 

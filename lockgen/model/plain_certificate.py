@@ -8,9 +8,9 @@ when absent: a reader of the plain value reads the default where a field may be 
 validator of its own (`comparable_values`: a value null or a finite number, a unit that is text) becomes the
 schema's rule on the figure's value (`allow_inf_nan` off: NaN, an infinity and a number past a float's range are
 refused; the unit is already strict text), so nothing runs in Python. Every other float under the figures is held
-to it too (`finite_in_figures`). A schema holding any other validator, or a
-record of another kind (a custom `__init__`, a root model, extra fields allowed), is refused when this module is
-loaded: a rule this validation would drop is found by the tests, not in a fleet.
+to it too (`finite_in_figures`). A schema holding any other validator, or a record of another kind (a custom
+`__init__`, a root model, extra fields allowed), is refused when this module is loaded: a rule this validation
+would drop is found by the tests, not in a fleet.
 
 What it trusts and where it differs: the models read a body's figures as Python values first (the validator of
 `figures` runs before them), so a figures object that repeats a key is read by its last value there, while this

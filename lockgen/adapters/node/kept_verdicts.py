@@ -97,7 +97,7 @@ ENTRIES_HELD = 20_000  # a pack's index entries are sorted in runs of this many,
 ENTRIES_READ = 4096  # a pack's index entries read at a time by a merge (176 KiB)
 MOST_PACKS = 8  # more packs than this after a write: merged into one (each lookup reads every pack's index)
 # a pack being written: `temporary_beside`'s name for `[merged-]<pid>-<16 hex>.pack`
-_TEMPORARY = re.compile(rf"\.(?:{MERGED})?(\d+)-[0-9a-f]{{16}}\.pack\.[^/]+\.tmp")
+_TEMPORARY = re.compile(rf"\.(?:{MERGED})?(\d{{1,7}})-[0-9a-f]{{16}}\.pack\.[^/]+\.tmp")  # Linux: pids < 2**22
 STALE_S = 60  # a temporary pack of a process that is gone, untouched this long, is removed (`_sweep`)
 MERGE_LOCK = ".merge.lock"  # held (flock) by the one merge that runs; the packs are listed again once it is held
 
