@@ -108,7 +108,7 @@ def fleet_status(
                 reason = attestation.reason or ""
                 if attestation.body is not None:
                     try:
-                        moment(attestation.body.created, attestation.location)
+                        moment(attestation.body.created)
                     except LockFormatError as error:  # a time its row cannot be dated by
                         reason = error.message
                     else:
@@ -407,7 +407,7 @@ def _share_rows(
 
     def facts(path: str) -> CertificateFacts:
         found = _verified_facts(path, keys, kept_keys, accepted, kept, shared)
-        moment(found.created, path)  # a time a row cannot be dated by: this certificate refused, not the status
+        moment(found.created)  # a time a row cannot be dated by: this certificate refused, not the status
         return found
 
     for node, group in groupby(share[0].records(share[1]), key=_node_of):

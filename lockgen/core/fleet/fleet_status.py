@@ -259,9 +259,9 @@ def headline_figures(figures: FigureReadings) -> dict[str, tuple[float, str]]:
 CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
 
 
-def moment(created: str, source: str) -> dt.datetime:
+def moment(created: str) -> dt.datetime:
     """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ); LockFormatError
-    naming `source` for any other text (a status lists that certificate under `refused`)."""
+    for any other text (a status lists that certificate under `refused`, by its node and file)."""
     matched = CREATED.fullmatch(created)
     try:
         if matched is None:
@@ -270,7 +270,7 @@ def moment(created: str, source: str) -> dt.datetime:
         return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
     except ValueError:
         raise LockFormatError(
-            f"`{shown(source)}`: its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ",
+            f"its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ",
             "certificates are written by `lockgen verify`; use the original file",
         ) from None
 
@@ -322,7 +322,7 @@ def _row(
         covers=sys.intern(covered),
         source=source,
         created=latest.created,
-        age_s=max(0.0, (now - moment(latest.created, source)).total_seconds()),
+        age_s=max(0.0, (now - moment(latest.created)).total_seconds()),
         arch=sys.intern(latest.arch),
         passed=latest.passed,
         failed=latest.failed,
