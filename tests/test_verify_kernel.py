@@ -206,3 +206,23 @@ def test_quick_measures_the_convolutions_of_the_dtype_it_trains_in() -> None:
     assert dtypes_measured(cuda=True, quick=False) == {"bf16": torch.bfloat16, "fp16": torch.float16}
     for quick in (True, False):
         assert dtypes_measured(cuda=False, quick=quick) == {"fp32": torch.float32}
+
+
+def test_training_runs_attention_built_into_torch_and_gives_cudnns_switch_back() -> None:
+    """Training and graph replay turn cuDNN's run-time-compiled attention off (a node's first verify compiles
+    none of it) and restore the switch after, also when a check inside raises."""
+    import torch
+
+    from verify.train import attention_built_in
+
+    switches = torch.backends.cuda
+    for before in (True, False):
+        switches.enable_cudnn_sdp(before)
+        with attention_built_in():
+            assert switches.cudnn_sdp_enabled() is False
+            assert switches.flash_sdp_enabled() and switches.mem_efficient_sdp_enabled()
+        assert switches.cudnn_sdp_enabled() is before
+        with pytest.raises(RuntimeError), attention_built_in():
+            raise RuntimeError("a check failed")
+        assert switches.cudnn_sdp_enabled() is before
+    switches.enable_cudnn_sdp(True)

@@ -25,7 +25,7 @@ from verify.nvml import Nvml, Telemetry
 from verify.perf import bandwidth, gemm_throughput
 from verify.results import Results, mark_phase
 from verify.stack import arch_cc, describe, seconds_since_start
-from verify.train import TRAINING_SEED, initial_model, training, training_config
+from verify.train import TRAINING_SEED, attention_built_in, initial_model, training, training_config
 
 # torch.optim's first step imports torch._dynamo (and sympy with it: 5.7 s on an H200 VM, more than torch
 # itself); every training job pays it once. The full run imports it on a thread during the correctness
@@ -140,8 +140,11 @@ def _checks(
     floors = expected.get("conv_floor_tflops") or {}
     results.guarded("performance", "conv_throughput", lambda: conv_throughput(results, device, args.quick, floors))
     runs: dict = {}
-    results.guarded(
-        "training", "training", lambda: runs.update(training(results, device, args.quick, args.compile, telemetry))
-    )
-    results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
+    with attention_built_in():
+        results.guarded(
+            "training",
+            "training",
+            lambda: runs.update(training(results, device, args.quick, args.compile, telemetry)),
+        )
+        results.guarded("graphs", "cuda_graphs", lambda: cuda_graphs(results, device, args.quick, runs.get("bf16")))
     results.guarded("performance", "bandwidth", lambda: bandwidth(results, device))

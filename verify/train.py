@@ -13,7 +13,7 @@ import copy
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,6 +244,26 @@ def backward_on_this_thread() -> contextlib.AbstractContextManager:
     (`benchmarks/bench_gpt_step.py`). torch before 1.13 has no switch and keeps the worker thread."""
     switch = getattr(torch.autograd, "set_multithreading_enabled", None)
     return switch(False) if switch is not None else contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def attention_built_in() -> Iterator[None]:
+    """Training and graph replay with cuDNN's fused attention off: bf16 and fp16 attention runs FlashAttention's
+    kernels and fp32 the memory-efficient ones, all compiled into torch, where cuDNN's are compiled at run time
+    through the CUDA JIT cache. On a node whose cache is empty (its first verify) the training phase took 2.9-3.4 s
+    with cuDNN's and 1.6 s without, the same 1.6-1.8 s once the cache was filled, bf16 step figures in the same spread
+    (lent H100, torch 2.11, 2026-12-07: `envs/examples/numerics-fingerprint/budget/`). The correctness checks
+    still hold cuDNN's attention to the math reference. A torch without the switch has no cuDNN attention."""
+    switches = torch.backends.cuda
+    if not hasattr(switches, "enable_cudnn_sdp"):
+        yield
+        return
+    was_on = switches.cudnn_sdp_enabled()
+    switches.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        switches.enable_cudnn_sdp(was_on)
 
 
 class StepClock:
