@@ -210,19 +210,70 @@ def test_quick_measures_the_convolutions_of_the_dtype_it_trains_in() -> None:
 
 def test_training_runs_attention_built_into_torch_and_gives_cudnns_switch_back() -> None:
     """Training and graph replay turn cuDNN's run-time-compiled attention off (a node's first verify compiles
-    none of it) and restore the switch after, also when a check inside raises."""
+    none of it for them) and restore the switch after, also when a check inside raises."""
     import torch
 
     from verify.train import attention_built_in
 
     switches = torch.backends.cuda
-    for before in (True, False):
-        switches.enable_cudnn_sdp(before)
-        with attention_built_in():
-            assert switches.cudnn_sdp_enabled() is False
-            assert switches.flash_sdp_enabled() and switches.mem_efficient_sdp_enabled()
-        assert switches.cudnn_sdp_enabled() is before
-        with pytest.raises(RuntimeError), attention_built_in():
-            raise RuntimeError("a check failed")
-        assert switches.cudnn_sdp_enabled() is before
-    switches.enable_cudnn_sdp(True)
+    saved = switches.cudnn_sdp_enabled()
+    try:
+        for before in (True, False):
+            switches.enable_cudnn_sdp(before)
+            with attention_built_in():
+                assert switches.cudnn_sdp_enabled() is False
+                assert switches.flash_sdp_enabled() and switches.mem_efficient_sdp_enabled()
+            assert switches.cudnn_sdp_enabled() is before
+            with pytest.raises(RuntimeError), attention_built_in():
+                raise RuntimeError("a check failed")
+            assert switches.cudnn_sdp_enabled() is before
+    finally:
+        switches.enable_cudnn_sdp(saved)
+
+
+def test_the_kernel_trains_and_replays_without_cudnn_attention_and_checks_it_before(monkeypatch) -> None:
+    """The kernel's check groups in order, each replaced by a probe of cuDNN attention's switch: on for the
+    correctness checks (cuDNN attention is held to the math reference there), off for training and graph replay,
+    on again after."""
+    import argparse
+
+    import torch
+
+    import verify.run as kernel
+
+    seen: dict[str, bool] = {}
+
+    def probe(name: str, returned: object = None):
+        def check_group(*args: object, **kwargs: object) -> object:
+            seen[name] = torch.backends.cuda.cudnn_sdp_enabled()
+            return returned
+
+        return check_group
+
+    for name in ("gemm", "convolution", "attention", "gemm_throughput", "conv_throughput", "bandwidth"):
+        monkeypatch.setattr(kernel, name, probe(name))
+    monkeypatch.setattr(kernel, "initial_model", lambda *args: None)
+    monkeypatch.setattr(kernel.determinism, "judge", probe("determinism"))
+    monkeypatch.setattr(kernel, "training", probe("training", {}))
+    monkeypatch.setattr(kernel, "cuda_graphs", probe("cuda_graphs"))
+    saved = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        results = Results()
+        kernel._checks(results, torch.device("cpu"), argparse.Namespace(quick=True, compile=False), {}, None)
+        after = torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(saved)
+    assert seen == {
+        "gemm": True,
+        "convolution": True,
+        "attention": True,
+        "determinism": True,
+        "gemm_throughput": True,
+        "conv_throughput": True,
+        "training": False,
+        "cuda_graphs": False,
+        "bandwidth": True,
+    }
+    assert after is True
+    assert [check.name for check in results.checks if not check.passed] == []

@@ -250,20 +250,23 @@ def backward_on_this_thread() -> contextlib.AbstractContextManager:
 def attention_built_in() -> Iterator[None]:
     """Training and graph replay with cuDNN's fused attention off: bf16 and fp16 attention runs FlashAttention's
     kernels and fp32 the memory-efficient ones, all compiled into torch, where cuDNN's are compiled at run time
-    through the CUDA JIT cache. On a node whose cache is empty (its first verify) the training phase took 2.9-3.4 s
-    with cuDNN's and 1.6 s without, the same 1.6-1.8 s once the cache was filled, bf16 step figures in the same spread
-    (lent H100, torch 2.11, 2026-12-07: `envs/examples/numerics-fingerprint/budget/`). The correctness checks
-    still hold cuDNN's attention to the math reference. A torch without the switch has no cuDNN attention."""
+    through the CUDA JIT cache. On a node whose cache was empty (its first verify) the training phase took 2.9-3.4 s
+    with cuDNN's and 1.5-1.8 s without; with the cache filled 1.75-2.0 s against 1.5-1.8 s, the bf16 steps in the
+    same spread (lent H100s, torch 2.11, 2026-12-07: `envs/examples/numerics-fingerprint/budget/`). The
+    correctness checks still hold cuDNN's attention to the math reference. A torch without the switch has no cuDNN
+    attention."""
     switches = torch.backends.cuda
-    if not hasattr(switches, "enable_cudnn_sdp"):
+    enabled = getattr(switches, "cudnn_sdp_enabled", None)
+    enable = getattr(switches, "enable_cudnn_sdp", None)
+    if enabled is None or enable is None:
         yield
         return
-    was_on = switches.cudnn_sdp_enabled()
-    switches.enable_cudnn_sdp(False)
+    was_on = enabled()
+    enable(False)
     try:
         yield
     finally:
-        switches.enable_cudnn_sdp(was_on)
+        enable(was_on)
 
 
 class StepClock:
