@@ -52,7 +52,7 @@ def _facts_plain(text: str) -> str:
 
 def _comparable(facts: CertificateFacts) -> str:
     """The facts as text, each object's keys sorted (a NaN in the stack's settings is then equal to itself)."""
-    numerics = facts.numerics.model_dump_json() if facts.numerics is not None else None
+    numerics = facts.numerics.as_json() if facts.numerics is not None else None
     return json.dumps([*astuple(facts)[:6], numerics, facts.stack], sort_keys=True)
 
 

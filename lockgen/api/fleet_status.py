@@ -31,9 +31,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import chain, groupby
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from lockgen.adapters import parallel, user_files
 from lockgen.adapters.node import signing
@@ -57,10 +55,18 @@ from lockgen.core.fleet.fleet_status import (
     plain_as_facts,
     status_rows,
 )
-from lockgen.core.certificate.numerics import CountedFingerprint, Member, OddFingerprints
+from lockgen.core.certificate.numerics_votes import (
+    CountedFingerprint,
+    Fingerprint,
+    Member,
+    OddFingerprints,
+    plain_fingerprint,
+)
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, LockgenError, UserError
-from lockgen.model.certificate import CertificateBody, Numerics
+
+if TYPE_CHECKING:
+    from lockgen.model.certificate import CertificateBody
 
 
 def _node_of(path: str) -> str:
@@ -164,9 +170,9 @@ class FleetFingerprints:
         self._index: dict[tuple[str, str], int] = {}
         self._spilled: list[tuple[SpillFile, int, list[int]]] = []  # (file, records, its indices -> ours)
 
-    def count(self, numerics: Numerics, stack: dict[str, Any], nodes: int = 1) -> int:
+    def count(self, numerics: Fingerprint, stack: dict[str, Any], nodes: int = 1) -> int:
         """Counts `nodes` more nodes of this fingerprint and stack; its index."""
-        text = (numerics.model_dump_json(), json.dumps(stack, sort_keys=True))
+        text = (json.dumps(numerics.as_json(), sort_keys=True), json.dumps(stack, sort_keys=True))
         index = self._index.setdefault(text, len(self.counted))
         if index == len(self.counted):
             self.counted.append(CountedFingerprint(numerics, stack, 0))
@@ -192,7 +198,7 @@ class ShareFingerprints:
     """A share's fingerprints: each distinct fingerprint and stack with how many of its nodes share it, and how
     many (node, index into `counted`) records it wrote to its members' file."""
 
-    counted: list[tuple[Numerics, dict[str, Any], int]]
+    counted: list[tuple[Fingerprint, dict[str, Any], int]]
     members: int
 
 
@@ -397,7 +403,7 @@ def _share_rows(
     stream, members = streams
     count = failed = 0
     failing: list[tuple[str, str]] = []
-    counted: list[tuple[Numerics, dict[str, Any], int]] = []
+    counted: list[tuple[Fingerprint, dict[str, Any], int]] = []
     index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
     written = 0
     refused: list[Refusal] = []
@@ -442,13 +448,13 @@ class SharedFacts:
     mostly share their fingerprint and settings), by their bytes (`CertificateFacts.plain`)."""
 
     def __init__(self) -> None:
-        self._numerics: dict[bytes, Numerics] = {}
+        self._numerics: dict[bytes, Fingerprint] = {}
         self._stacks: dict[bytes, dict[str, Any]] = {}
 
-    def numerics(self, data: bytes) -> Numerics:
+    def numerics(self, data: bytes) -> Fingerprint:
         found = self._numerics.get(data)
         if found is None:
-            found = self._numerics[data] = Numerics.model_validate(marshal.loads(data))
+            found = self._numerics[data] = plain_fingerprint(marshal.loads(data))
         return found
 
     def stack(self, data: bytes) -> dict[str, Any]:
@@ -461,8 +467,8 @@ class SharedFacts:
         return found
 
     def kept(self, value: object) -> CertificateFacts | None:
-        """The facts of a kept verdict's values; None when they are not of their shape (ValueError, ValidationError
-        when a fingerprint or evidence is not)."""
+        """The facts of a kept verdict's values; None when they are not of their shape (ValueError when a fingerprint
+        or evidence is not)."""
         return facts_from_plain(value, self.numerics, self.stack)
 
     def proven(self, value: list[Any]) -> CertificateFacts:
@@ -492,7 +498,7 @@ def _verified_facts(
     if kept is not None:
         try:
             facts = shared.kept(kept)
-        except (ValidationError, ValueError, EOFError, TypeError):  # a fingerprint or evidence not of its shape
+        except (ValueError, EOFError, TypeError):  # a fingerprint or evidence not of its shape
             facts = None
         if facts is not None:
             return facts

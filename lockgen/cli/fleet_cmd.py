@@ -154,7 +154,7 @@ def status(
     import datetime as dt
 
     from lockgen.api.fleet_status import fleet_status
-    from lockgen.model.certificate import digests_text
+    from lockgen.core.certificate.numerics_votes import digests_text
 
     report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
     rows = report["rows"]

@@ -9,7 +9,6 @@ certificate)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import math
 from typing import Annotated, Literal, TypedDict
 
@@ -263,11 +262,6 @@ class DistributedRun(Frozen):
     rendezvous: Text | None = None
 
 
-def digests_text(names: Sequence[str]) -> str:
-    """`digest gemm_tf32 differs` or `digests gemm_tf32, conv_bf16 differ`: how the fingerprints' difference is said."""
-    return f"digest {names[0]} differs" if len(names) == 1 else f"digests {', '.join(names)} differ"
-
-
 class NumericsKey(Frozen):
     """What must be equal for two nodes' numerics fingerprints to be compared: the device (the GPU model, or on
     CPUs the processor and the instruction set torch chose), the driver, the environment by digest, the
@@ -315,9 +309,6 @@ class CertificateBody(Frozen):
 
     def failures(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
-
-
-SIGNED_FILE_BYTES = "file-bytes"  # `signed`: the signature is over the file's own bytes (`adapters.node.signing`)
 
 
 class Signature(Frozen):

@@ -7,11 +7,25 @@ booleans, null, lists and objects, nothing else); a reader takes a value out thr
 
 from __future__ import annotations
 
-from pydantic import JsonValue
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["JsonObject", "JsonValue", "as_object", "list_at", "object_at", "text_at"]
 
-JsonObject = dict[str, JsonValue]
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    JsonObject = dict[str, JsonValue]
+
+
+def __getattr__(name: str) -> Any:
+    """`JsonValue` and `JsonObject`, made when first asked for (pydantic's, for the models that read them): a reader
+    that takes values out (`fleet status` on kept verdicts, the signatures) imports no pydantic."""
+    if name not in ("JsonValue", "JsonObject"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pydantic import JsonValue
+
+    globals().update(JsonValue=JsonValue, JsonObject=dict[str, JsonValue])
+    return globals()[name]
 
 
 def object_at(document: JsonObject, key: str) -> JsonObject:

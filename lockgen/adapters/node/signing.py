@@ -44,8 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lockgen.adapters import user_files
-from lockgen.model.certificate import SIGNED_FILE_BYTES
-from lockgen.model.json_values import JsonObject, object_at, text_at
+from lockgen.model.json_values import object_at, text_at
 from lockgen.model.names import shown
 from lockgen.core import nesting
 from lockgen.digests import canonical_json
@@ -53,6 +52,8 @@ from lockgen.errors import LockFormatError, UserError
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from lockgen.model.json_values import JsonObject
 
 
 def render(document: JsonObject) -> str:
@@ -186,6 +187,7 @@ def signed_and_canonical(text: str, document: Any, keys: Mapping[str, Any]) -> b
     return True
 
 
+SIGNED_FILE_BYTES = "file-bytes"  # a signature's `signed`: over the file's own bytes (`model.certificate.Signature`)
 FILE_HEAD = '{\n  "certificate": '  # a certificate file's first bytes, in either form
 _HEAD = FILE_HEAD.encode("ascii")
 

@@ -1,6 +1,7 @@
 """The fleet at a glance, from certificates: one row per node and lock (or image) with the latest result, its
 age, the headline figures and the regressions against that node's previous certificate of the same lock (the
-nodes whose latest numerics fingerprint differs from the others of its key: `core.certificate.numerics.odd_nodes`).
+nodes whose latest numerics fingerprint differs from the others of its key:
+`core.certificate.numerics_votes.OddFingerprints`).
 
 A node is named by where its certificate came from (`n1.cert.json` from `lockgen fleet slurm` is node
 `n1`; an attestation by its image), since certificates do not record a host name."""
@@ -15,11 +16,14 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _text
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lockgen.core.certificate.numerics_votes import Fingerprint, fingerprint_of
 from lockgen.errors import LockFormatError
-from lockgen.model.certificate import CertificateBody, FigureReadings, Numerics, readings
 from lockgen.model.names import shown
+
+if TYPE_CHECKING:  # the models only where a certificate read by them is reduced (`certificate_facts`)
+    from lockgen.model.certificate import CertificateBody, FigureReadings
 
 HEADLINES = (  # (group, name, label): the figures a person compares across nodes
     ("gemm", "bf16", "bf16 GEMM"),
@@ -46,7 +50,7 @@ class StatusRow:
     figures: dict[str, tuple[float, str]]  # label -> (value, unit)
     regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
     certificates: int  # how many certificates of this node and lock were seen
-    numerics: Numerics | None = None  # the latest certificate's fingerprint
+    numerics: Fingerprint | None = None  # the latest certificate's fingerprint
     stack: dict[str, Any] = field(
         default_factory=dict, repr=False, compare=False
     )  # of its kernel's stack, what names a cause: settings, foreign libraries
@@ -123,12 +127,12 @@ class CertificateFacts:
     passed: bool
     failed: tuple[str, ...]
     figures: FigureReadings
-    numerics: Numerics | None
+    numerics: Fingerprint | None
     stack: dict[str, Any]
 
     def plain(self) -> list[Any]:
         """The facts as values marshal holds (`facts_from_plain` reads them back)."""
-        numerics = _shared(self.numerics.model_dump()) if self.numerics is not None else None
+        numerics = _shared(self.numerics.as_json()) if self.numerics is not None else None
         return [
             self.covers,
             self.created,
@@ -151,6 +155,8 @@ def _shared(value: Any) -> bytes:
 
 
 def certificate_facts(body: CertificateBody) -> CertificateFacts:
+    from lockgen.model.certificate import readings
+
     return CertificateFacts(
         covers=covers(body.subject.lock_sha256, body.subject.image_digest),
         created=body.created,
@@ -158,7 +164,7 @@ def certificate_facts(body: CertificateBody) -> CertificateFacts:
         passed=body.passed,
         failed=tuple(f"{c.category}/{c.name}" for c in body.failures()),
         figures=readings(body.figures, leave_out=UNCOMPARED),
-        numerics=body.numerics,
+        numerics=None if body.numerics is None else fingerprint_of(body.numerics),
         stack=cause_evidence(body.stack),
     )
 
@@ -185,7 +191,7 @@ def plain_facts(body: dict[str, Any]) -> list[Any]:
 
 
 def facts_from_plain(
-    value: object, numerics_of: Callable[[bytes], Numerics], stack_of: Callable[[bytes], dict[str, Any]]
+    value: object, numerics_of: Callable[[bytes], Fingerprint], stack_of: Callable[[bytes], dict[str, Any]]
 ) -> CertificateFacts | None:
     """`CertificateFacts.plain`'s values read back (a kept verdict's) as facts again, None when they are not of that
     shape; `numerics_of` and `stack_of` make the fingerprint and the evidence of their bytes (and may share one
@@ -216,7 +222,7 @@ def facts_from_plain(
 
 
 def plain_as_facts(
-    value: list[Any], numerics_of: Callable[[bytes], Numerics], stack_of: Callable[[bytes], dict[str, Any]]
+    value: list[Any], numerics_of: Callable[[bytes], Fingerprint], stack_of: Callable[[bytes], dict[str, Any]]
 ) -> CertificateFacts:
     """Plain values this process made (`plain_facts`, `CertificateFacts.plain`) as facts, their shape known."""
     covered, created, arch, passed, failed, figures, numerics, stack = value
@@ -276,7 +282,7 @@ def moment(created: str) -> dt.datetime:
 
 
 def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
-    """Of a kernel's stack, what `numerics.likely_cause` reads (the settings, the foreign libraries): a row keeps
+    """Of a kernel's stack, what `numerics_votes.likely_cause` reads (the settings, the foreign libraries): a row keeps
     this, not the certificate, so a fleet's status holds a few hundred bytes a node."""
     libraries = stack.get("libraries")
     return {

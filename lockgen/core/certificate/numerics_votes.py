@@ -1,0 +1,294 @@
+"""Numerics fingerprints compared across nodes, in plain values: which node computes different bits from the
+others of its key (the same GPU model, driver, environment and library versions: `FingerprintKey`), which digests
+differ, and the likely cause, in order: a setting that differs from the nodes it is compared with
+(NVIDIA_TF32_OVERRIDE=0 changes the TF32 product's bits), a library from outside the environment, software the key
+cannot tell apart (an environment without a digest), else the hardware itself (silent data corruption).
+
+Pure and free of pydantic: `fleet status` compares a fleet's kept fingerprints (`plain_fingerprint`, from a kept
+verdict's values) without importing the models; a certificate's `Numerics` model is read into the same
+`Fingerprint` (`fingerprint_of`), so both are judged by one rule. `core.certificate.numerics` judges a
+certificate against a pinned reference and two certificates against each other with it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import TYPE_CHECKING, Any
+
+from lockgen.model.json_values import list_at, object_at
+
+if TYPE_CHECKING:
+    from lockgen.model.certificate import Numerics
+    from lockgen.model.json_values import JsonObject
+
+UNCOMPARED_SETTINGS = (
+    "PYTHONPATH",
+    "CUDA_VISIBLE_DEVICES",
+)  # where the kernel was found and which GPU it ran on: not numerics
+NUMERIC_SETTINGS = (
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+    "TORCH_BLAS_PREFER_CUBLASLT",
+    "CUBLASLT_",
+    "CUBLAS_",
+    "CUDNN_",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+)
+
+
+KEY_FIELDS = ("device", "driver", "environment_digest", "torch", "cuda", "cudnn", "cublas", "work")
+_REQUIRED = frozenset({"device", "work"})  # the key's fields without a default (`model.certificate.NumericsKey`)
+
+
+@dataclass(frozen=True, slots=True)
+class FingerprintKey:
+    """What must be equal for two nodes' fingerprints to be compared (`model.certificate.NumericsKey`'s fields, in
+    its order): the device, the driver, the environment by digest, the versions of torch, CUDA, cuDNN and cuBLAS
+    the process loaded, and the work that was digested."""
+
+    device: str
+    driver: str | None
+    environment_digest: str | None
+    torch: str | None
+    cuda: str | None
+    cudnn: str | None
+    cublas: str | None
+    work: str
+
+    def as_json(self) -> dict[str, str | None]:
+        """The key as the model writes it (`NumericsKey.model_dump()`): every field, in order."""
+        return {name: getattr(self, name) for name in KEY_FIELDS}
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """The numerics fingerprint: the SHA-256 of each piece of deterministic work's output bits, under its key."""
+
+    key: FingerprintKey
+    digests: dict[str, str]
+
+    def as_json(self) -> dict[str, Any]:
+        """As the model writes it (`Numerics.model_dump()`)."""
+        return {"key": self.key.as_json(), "digests": dict(self.digests)}
+
+
+def fingerprint_of(numerics: Fingerprint | Numerics) -> Fingerprint:
+    """A certificate's fingerprint (its `Numerics` model, or one already plain) as plain values."""
+    if isinstance(numerics, Fingerprint):
+        return numerics
+    key = numerics.key
+    return Fingerprint(FingerprintKey(*(getattr(key, name) for name in KEY_FIELDS)), dict(numerics.digests))
+
+
+def plain_fingerprint(value: object) -> Fingerprint:
+    """A fingerprint from plain values as the model's rules accept them (`Numerics.model_dump()`'s, or a body's
+    `numerics` validated as plain values, where a field with a default may be absent): ValueError for anything else
+    (a field unknown or missing, a value not text)."""
+    if type(value) is not dict or set(value) != {"key", "digests"}:
+        raise ValueError("a fingerprint is an object of a key and digests")
+    key, digests = value["key"], value["digests"]
+    if type(key) is not dict or not _REQUIRED <= set(key) or not set(key) <= set(KEY_FIELDS):
+        raise ValueError("a fingerprint's key names the fields of NumericsKey")
+    parts: list[Any] = [key.get(name) for name in KEY_FIELDS]
+    if not all(type(part) is str or (part is None and name not in _REQUIRED) for name, part in zip(KEY_FIELDS, parts)):
+        raise ValueError("a fingerprint's key holds text")
+    if type(digests) is not dict or not all(type(k) is str and type(v) is str for k, v in digests.items()):
+        raise ValueError("a fingerprint's digests are text by text")
+    return Fingerprint(FingerprintKey(*parts), digests)
+
+
+def digests_text(names: Sequence[str]) -> str:
+    """`digest gemm_tf32 differs` or `digests gemm_tf32, conv_bf16 differ`: how the fingerprints' difference is said."""
+    return f"digest {names[0]} differs" if len(names) == 1 else f"digests {', '.join(names)} differ"
+
+
+def key_text(key: FingerprintKey) -> str:
+    """The key in one line: the device, the driver, the environment and the versions that were recorded."""
+    parts = [key.device] + [
+        f"{name} {value}"
+        for name, value in (
+            ("driver", key.driver),
+            ("torch", key.torch),
+            ("CUDA", key.cuda),
+            ("cuDNN", key.cudnn),
+            ("cuBLAS", key.cublas),
+        )
+        if value
+    ]
+    parts.append(f"environment {key.environment_digest[:12]}" if key.environment_digest else "no environment digest")
+    return ", ".join(parts)
+
+
+def _settings(stack: JsonObject) -> dict[str, str]:
+    settings = stack.get("settings") or {}
+    return (
+        {str(name): str(value) for name, value in settings.items() if name not in UNCOMPARED_SETTINGS}
+        if isinstance(settings, dict)
+        else {}
+    )
+
+
+def _foreign(stack: JsonObject) -> list[str]:
+    return [str(path) for path in list_at(object_at(stack, "libraries"), "foreign")]
+
+
+def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> list[str]:
+    """`NAME=VALUE here, unset on the others` for each variable this node and its peers do not share, those known
+    to change numerics (`NUMERIC_SETTINGS`) first: a JIT cache's folder set on some nodes is no cause beside them."""
+    said = []
+    names = set(mine) | {name for other in theirs for name in other}
+    for name in sorted(names, key=lambda name: (not name.startswith(NUMERIC_SETTINGS), name)):
+        value, others = mine.get(name), [other.get(name) for other in theirs]
+        differing = [other for other in others if other != value]
+        if not differing:
+            continue
+        here = f"{name} unset" if value is None else f"{name}={value}"
+        there = " or ".join(sorted({"unset" if other is None else f"{name}={other}" for other in differing}))
+        said.append(f"{here} here, {there} on {'the others' if len(differing) == len(others) else 'some others'}")
+    return said
+
+
+def likely_cause(stack: JsonObject, numerics: Fingerprint | Numerics, peers: Sequence[JsonObject]) -> str:
+    """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
+    certificates it is compared with; none when a bare reference judges it), most likely first."""
+    mine = _settings(stack)
+    peers = list(
+        {id(peer): peer for peer in peers}.values()
+    )  # a fleet's rows share one stack among nodes alike: what differs is said of the distinct ones
+    if peers:
+        said = _setting_differences(mine, [_settings(stack) for stack in peers])
+        if said:
+            return f"a setting differs: {'; '.join(said[:3])}"
+    else:
+        numeric = [f"{name}={value}" for name, value in mine.items() if name.startswith(NUMERIC_SETTINGS)]
+        if numeric:
+            return f"a setting that changes numerics is set: {', '.join(numeric[:3])}"
+    foreign = _foreign(stack)
+    if foreign and not any(_foreign(other) == foreign for other in peers):
+        return f"libraries from outside the environment were loaded: {', '.join(foreign[:3])}"
+    if numerics.key.environment_digest is None:
+        return (
+            "other software cannot be ruled out: the environment has no digest (certify with --lock to pin it); else "
+            "the hardware"
+        )
+    return (
+        "the same software, settings and libraries: suspect the hardware (silent data corruption); drain the node "
+        "and run the vendor's diagnostics"
+    )
+
+
+@dataclass(frozen=True)
+class NumericsDifference:
+    """A node whose bits differ: which digests, from whom, and the likely cause."""
+
+    node: str
+    key: FingerprintKey
+    digests: tuple[str, ...]
+    against: str  # "the 3 other nodes of its key", "no majority among 2 nodes", "the reference"
+    cause: str
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "key": self.key.as_json(),
+            "digests": list(self.digests),
+            "against": self.against,
+            "cause": self.cause,
+        }
+
+
+@dataclass(frozen=True)
+class CountedFingerprint:
+    """A fingerprint and a kernel stack's cause evidence that `nodes` nodes' latest certificates share: what a
+    fleet's comparison holds instead of its nodes (10,000 nodes, a handful of these)."""
+
+    numerics: Fingerprint
+    stack: JsonObject
+    nodes: int
+
+
+Member = tuple[str, int]  # (node, the index of its counted fingerprint)
+
+
+class OddFingerprints:
+    """Counted fingerprints judged against their key's majority, digest by digest: which of them are named
+    (outvoted on some digest, or of a key where some digest has no majority), and how many nodes were compared
+    (those sharing a key with another). Only the nodes of the named ones are ever needed to name them
+    (`differences`), so the majority's names need not be held."""
+
+    def __init__(self, counted: Sequence[CountedFingerprint]) -> None:
+        self._counted = counted
+        groups: dict[FingerprintKey, list[int]] = {}
+        for index, entry in enumerate(counted):
+            groups.setdefault(entry.numerics.key, []).append(index)
+        self.compared = 0
+        self._keys = sorted(groups, key=lambda key: (key_text(key), json.dumps(key.as_json(), ensure_ascii=False)))
+        self._members = groups
+        self._judged: dict[int, tuple[tuple[str, ...], tuple[str, ...], dict[str, str | None]]] = {}
+        for indices in groups.values():
+            total = sum(counted[index].nodes for index in indices)
+            if total < 2:
+                continue
+            self.compared += total
+            names = sorted({name for index in indices for name in counted[index].numerics.digests})
+            majority: dict[str, str | None] = {}
+            for name in names:
+                votes: Counter[str] = Counter()
+                for index in indices:
+                    votes[counted[index].numerics.digests.get(name, "")] += counted[index].nodes
+                (value, count), *_ = votes.most_common(1)
+                majority[name] = value if 2 * count > total else None
+            disputed = tuple(name for name in names if majority[name] is None)
+            for index in indices:
+                digests = counted[index].numerics.digests
+                outvoted = tuple(
+                    name for name in names if majority[name] is not None and digests.get(name) != majority[name]
+                )
+                if outvoted or disputed:
+                    self._judged[index] = (outvoted, disputed, majority)
+
+    def named(self, index: int) -> bool:
+        """Whether the nodes of counted fingerprint `index` are named."""
+        return index in self._judged
+
+    def differences(self, members: Iterable[Member]) -> list[NumericsDifference]:
+        """Each named node's difference, by key then in the order of `members`: every node counted, with the
+        index of its fingerprint, in node order (a node's entries together: its other entries are not its peers)."""
+        found: dict[FingerprintKey, list[NumericsDifference]] = {}
+        causes: dict[tuple[int, frozenset[int]], str] = {}
+        for node, group in groupby(members, key=lambda member: member[0]):
+            indices = [index for _, index in group]
+            own = Counter(indices)
+            for index in indices:
+                if index not in self._judged:
+                    continue
+                entry = self._counted[index]
+                outvoted, disputed, majority = self._judged[index]
+                candidates = [
+                    other
+                    for other in self._members[entry.numerics.key]
+                    if not outvoted
+                    or all(self._counted[other].numerics.digests.get(name) == majority[name] for name in outvoted)
+                ]
+                peers = {other: self._counted[other].nodes - own[other] for other in candidates}
+                present = frozenset(other for other, count in peers.items() if count > 0)
+                cause = causes.get((index, present))
+                if cause is None:
+                    stacks = [self._counted[other].stack for other in candidates if other in present]
+                    cause = causes.setdefault((index, present), likely_cause(entry.stack, entry.numerics, stacks))
+                if outvoted:
+                    count = sum(peers.values())
+                    against = f"the {count} other nodes of its key" if count != 1 else "the other node of its key"
+                else:
+                    total = sum(self._counted[other].nodes for other in self._members[entry.numerics.key])
+                    against = (
+                        f"the others: no value has a majority among its key's {total} nodes (pin a reference: "
+                        "verify --expect-numerics)"
+                    )
+                difference = NumericsDifference(node, entry.numerics.key, outvoted or disputed, against, cause)
+                found.setdefault(entry.numerics.key, []).append(difference)
+        return [difference for key in self._keys for difference in found.get(key, [])]
