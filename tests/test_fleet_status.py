@@ -251,7 +251,8 @@ def test_the_quick_proof_accepts_and_refuses_exactly_what_cert_verify_does(tmp_p
     """Each way a file can differ from what `lockgen verify` wrote: the quick proof (`proven_certificate`, what
     fleet status reads with, `read_signed` when it proves nothing) accepts it exactly when `read_signed` does,
     and never accepts what `read_signed` refuses."""
-    from lockgen.api.steps.certificate_steps import loaded_signers, proven_certificate, read_signed
+    from lockgen.api.steps.certificate_proof import loaded_signers
+    from lockgen.api.steps.certificate_steps import proven_certificate, read_signed
     from lockgen.errors import LockgenError
 
     assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0

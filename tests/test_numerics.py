@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from pydantic import ValidationError
+
 from lockgen.core.certificate.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
+from lockgen.core.certificate.numerics_votes import KEY_FIELDS, fingerprint_of, plain_fingerprint
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics
 from tests.conftest import run_cli
 
@@ -44,6 +47,40 @@ def _body(
 
 def _digests(seed: int) -> dict[str, str]:
     return {name: f"{seed:02d}{index:062d}" for index, name in enumerate(DIGESTS)}
+
+
+TEXT_OR_NOT = st.one_of(st.none(), st.text(max_size=4), st.integers(0, 3), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.dictionaries(st.sampled_from((*KEY_FIELDS, "extra")), TEXT_OR_NOT, max_size=9),
+    digests=st.one_of(
+        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 2)), TEXT_OR_NOT), st.lists(st.text())
+    ),
+    more=st.sampled_from([{}, {"more": 1}]),
+    whole=st.booleans(),
+)
+def test_a_kept_fingerprint_is_read_exactly_when_the_model_accepts_it(
+    key: dict, digests: object, more: dict, whole: bool
+) -> None:
+    """`fleet status` reads a kept verdict's fingerprint without the models (`plain_fingerprint`): it accepts
+    exactly the plain values `Numerics` accepts (a key of NumericsKey's fields, those with a default may be absent;
+    text only; nothing more), and reads them as the model's fingerprint reads (`fingerprint_of`)."""
+    if whole:  # a key the model would accept, before anything else is drawn into it
+        key = {name: f"{name}-1" for name in KEY_FIELDS} | key
+    value = {"key": key, "digests": digests, **more}
+    try:
+        model: Numerics | None = Numerics.model_validate(value)
+    except ValidationError:
+        model = None
+    try:
+        plain = plain_fingerprint(value)
+    except ValueError:
+        plain = None
+    assert (model is None) == (plain is None), value
+    if model is not None and plain is not None:
+        assert plain == fingerprint_of(model) and plain.as_json() == model.model_dump()
 
 
 @settings(max_examples=60, deadline=None)

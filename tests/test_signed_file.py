@@ -16,14 +16,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from lockgen.adapters.node import signing
 from lockgen.adapters.node.signing import render, sign, signed_file
-from lockgen.api.steps.certificate_steps import (
-    loaded_signers,
-    proven_certificate,
-    proven_facts,
-    read_certificate,
-    read_signed,
-    signers,
-)
+from lockgen.api.steps.certificate_proof import loaded_signers, proven_facts, signers
+from lockgen.api.steps.certificate_steps import proven_certificate, read_certificate, read_signed
 from lockgen.api.fleet_status import SharedFacts
 from lockgen.core.fleet.fleet_status import certificate_facts
 from lockgen.digests import canonical_json

@@ -24,8 +24,8 @@ from lockgen.api.steps.certificate_steps import (
     read_certificate,
     read_numerics_references,
     read_signed,
-    signers,
 )
+from lockgen.api.steps.certificate_proof import signers
 from lockgen.core.certificate.certify import FigureChange, compare_figures
 from lockgen.core.certificate.numerics import PairComparison, compare_pair, judged_certificate
 from lockgen.errors import LockFormatError, LockgenError, UserError

@@ -7,7 +7,7 @@ At fleet size (issue 48: 10,000 certificates, and 100,000) the folders are walke
 text, sorted by node in runs spilled to files and merged (`SortedSpill`), and cut into shares of whole nodes,
 each written to a file of its own; the certificates are read node by node, each hashed and its kept verdict
 taken (`kept_verdicts`: a verdict is a function of the bytes and the key), else proven once
-(`certificate_steps.proven_facts`: a framed file's body validated as plain values, by the models' rules, not
+(`certificate_proof.proven_facts`: a framed file's body validated as plain values, by the models' rules, not
 built into them), and reduced to its node's rows as soon as the node's last one is read; the rows are written
 to temporary files as their nodes finish and read back one at a time for the output (`SpilledRows`; `--json`
 writes each row's text from its fields, `StatusRow.json_text`), and each node's (node, fingerprint) likewise,
@@ -38,12 +38,11 @@ from lockgen.adapters.node import signing
 from lockgen.adapters.atomic_files import write_atomic
 from lockgen.adapters.node.kept_verdicts import KeptVerdicts
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
-from lockgen.api.steps.certificate_steps import (
+from lockgen.api.steps.certificate_proof import (
     Signers,
     certificate_files,
     loaded_signers,
     proven_facts,
-    read_signed,
 )
 from lockgen.core.fleet.fleet_html import status_page
 from lockgen.core.fleet.fleet_status import (
@@ -492,7 +491,7 @@ def _verified_facts(
     except OSError:
         data = None
     if data is None:
-        return certificate_facts(read_signed(Path(path), keys.paths).certificate)  # says why it cannot be read
+        return _read_signed(path, keys)  # says why it cannot be read
     sha256 = hashlib.sha256(data).hexdigest()
     kept = kept_verdicts.verdict(sha256, accepted)
     if kept is not None:
@@ -504,10 +503,16 @@ def _verified_facts(
             return facts
     proven = proven_facts(data, keys)
     if proven is None:
-        return certificate_facts(
-            read_signed(Path(path), keys.paths).certificate
-        )  # refuses it, saying why, or accepts what the quick proof cannot
+        return _read_signed(path, keys)  # refuses it, saying why, or accepts what the quick proof cannot
     signer = fingerprints.get(proven.key_id, "") if proven.key_id is not None and fingerprints else ""
     if signer or not fingerprints:
         kept_verdicts.keep(sha256, signer, proven.plain)
     return shared.proven(proven.plain)  # the kept form: shared fingerprint and evidence
+
+
+def _read_signed(path: str, keys: Signers) -> CertificateFacts:
+    """The facts of the certificate at `path` as `cert verify` reads it, by the models (`certificate_steps`,
+    imported only for a certificate the quick proof did not prove); LockgenError saying why it is refused."""
+    from lockgen.api.steps.certificate_steps import read_signed
+
+    return certificate_facts(read_signed(Path(path), keys.paths).certificate)

@@ -15,7 +15,7 @@ would drop is found by the tests, not in a fleet.
 What it trusts and where it differs: the models read a body's figures as Python values first (the validator of
 `figures` runs before them), so a figures object that repeats a key is read by its last value there, while this
 validation reads every one and may refuse it; it never accepts a body the models refuse, and a caller that finds
-it refused reads the body with the models (`certificate_steps.proven_facts`), which word the reason
+it refused reads the body with the models (`certificate_proof.proven_facts`), which word the reason
 (tests/test_plain_certificate.py compares both on bodies edited by hypothesis and on repeated keys)."""
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import TypeAdapter
+from pydantic_core import SchemaValidator
 
 from lockgen.model.certificate import CertificateBody, comparable_values
 
-__all__ = ["plain_body"]
+__all__ = ["kept_form", "plain_body"]
 
 
 def plain_body(text: bytes | str) -> dict[str, Any]:
@@ -38,9 +39,37 @@ def plain_body(text: bytes | str) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def _validator() -> TypeAdapter[Any]:
+def _validator() -> SchemaValidator:
+    return SchemaValidator(kept_form())
+
+
+def kept_form() -> dict[str, Any]:
+    """The plain validator's core schema as data alone (what `marshal` writes, for `adapters.node.kept_schema`,
+    which builds the same validator from it without pydantic): how values are written (`serialization`) and notes
+    (`metadata`) left out, as no rule of what is read; a JSON value's validation (`json-or-python`, whose Python
+    side is a function) as its JSON side, the only one JSON text is validated by. TypeError for anything else
+    that is not data (a validator in Python), so a rule the kept form would drop is found by the tests."""
     CertificateBody.model_rebuild()  # the models defer their schema until first used
-    return TypeAdapter(_PlainBody)
+    form: dict[str, Any] = _as_data(TypeAdapter(_PlainBody).core_schema)
+    return form
+
+
+def _as_data(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_as_data(item) for item in schema]
+    if isinstance(schema, dict):
+        if schema.get("type") == "json-or-python":  # its name (`ref`) kept, for what refers to it
+            return _as_data({**schema["json_schema"], **({"ref": schema["ref"]} if "ref" in schema else {})})
+        return {
+            key: {name: _as_data(item) for name, item in value.items()}
+            if key == "fields" and isinstance(value, dict)  # field names: none is a schema's key
+            else _as_data(value)
+            for key, value in schema.items()
+            if key not in _SKIPPED
+        }
+    if schema is None or isinstance(schema, (str, int, float)):  # bool is an int
+        return schema
+    raise TypeError(f"a {type(schema).__name__} in the plain validator's schema: not data to keep")
 
 
 class _PlainBody:

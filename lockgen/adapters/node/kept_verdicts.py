@@ -60,12 +60,14 @@ RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerpri
 # the sources of what a certificate must be to be accepted (the schema and its models; its file's form and
 # signature, and how each form's body is validated), from lockgen's folder
 RULE_SOURCES = (
+    "model/base.py",
     "model/certificate.py",
     "model/plain_certificate.py",
     "model/json_values.py",
     "../verify/schema.py",
     "adapters/node/signing.py",
     "api/steps/certificate_steps.py",
+    "api/steps/certificate_proof.py",
 )
 _stamp: list[str] = []
 

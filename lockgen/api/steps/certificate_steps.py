@@ -11,27 +11,20 @@ or read without a key, is proven canonical by `signing.verify_file` and its docu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from lockgen.adapters import user_files
 from lockgen.adapters.node import signing
+from lockgen.api.steps.certificate_proof import Signers, certificate_files
 from lockgen.core import nesting
 from lockgen.core.certificate.numerics import NumericsReference
-from lockgen.core.fleet.fleet_status import FAILED, certificate_facts, plain_facts
-from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics, Signature
 from lockgen.model.json_values import JsonObject, object_at, text_at
-from lockgen.model.plain_certificate import plain_body
 from lockgen.model.names import shown
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
 def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, Certificate]:
@@ -129,16 +122,6 @@ def certificate_paths(folder: Path) -> list[Path]:
     return sorted({Path(path) for path in certificate_files(folder)})
 
 
-def certificate_files(folder: Path) -> Iterator[str]:
-    """`certificate_paths(folder)` as text, in the order they are found (a fleet's 100,000 are never one list)."""
-    return user_files.names_ending(str(folder.parent if folder.is_file() else folder), CERT_SUFFIX)
-
-
-def signers(keys: Sequence[Path]) -> dict[str, Path]:
-    """The public keys given (`--key`, repeatable) by the key id a signature names."""
-    return {signing.public_fingerprint(key)[:16]: key for key in keys}
-
-
 def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
     """A certificate read as `read_certificate` does and, when `keys` were given (`signers`), signed by one of
     them with a signature that verifies: unsigned, signed by another key or changed, it is refused."""
@@ -168,20 +151,6 @@ def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
             "pass --key with the signer's public key (KEY.pub); repeat --key for two signers",
         )
     return key
-
-
-@dataclass(frozen=True)
-class Signers:
-    """The public keys given (`--key`, repeatable), by the key id a signature names: their paths (for the
-    refusals `read_signed` words) and the keys loaded once (for the quick proof of a fleet's certificates)."""
-
-    paths: dict[str, Path]
-    loaded: dict[str, Ed25519PublicKey]
-
-
-def loaded_signers(keys: Sequence[Path]) -> Signers:
-    loaded = signing.public_keys(keys)
-    return Signers(signers(keys), loaded)
 
 
 DEEP_LINE = "\n" + " " * 2 * (
@@ -224,44 +193,6 @@ def proven_certificate(data: bytes, keys: Signers) -> Certificate | None:
         ):
             return certificate
     return None
-
-
-@dataclass(frozen=True)
-class ProvenFacts:
-    """Of a certificate the quick proof accepted, what a fleet's status reads and keeps: its facts as plain values
-    (`CertificateFacts.plain`'s) and the id of the key that signed it (None: not signed)."""
-
-    plain: list[Any]
-    key_id: str | None
-
-
-def proven_facts(data: bytes, keys: Signers) -> ProvenFacts | None:
-    """`proven_certificate`'s verdict on `data` as the facts a fleet's status reads: a framed file's body validated
-    as plain values (`plain_certificate.plain_body`, `CertificateBody`'s rules without its records: a fleet's
-    10,000 bodies in half the time), else by the models (`framed_certificate`: what that validation refused, such
-    as a repeated key or a lone surrogate's escape, may still be a certificate); a file of the older form by
-    `proven_certificate`. None when it cannot prove them: then `read_signed` says why, or accepts what this cannot."""
-    found = signing.framed(data) if keys.loaded else None
-    if found is None:
-        certificate = proven_certificate(data, keys)
-        if certificate is None:
-            return None
-        signed_by = certificate.signature.key_id if certificate.signature is not None else None
-        return ProvenFacts(certificate_facts(certificate.certificate).plain(), signed_by)
-    key = keys.loaded.get(found.key_id)
-    if key is None or not signing.verifies(found, key):
-        return None
-    try:
-        body = plain_body(found.body)
-    except ValidationError:
-        try:
-            return ProvenFacts(certificate_facts(framed_certificate(found, "").certificate).plain(), found.key_id)
-        except LockFormatError:
-            return None
-    plain = plain_facts(body)
-    if body["passed"] == bool(plain[FAILED]):  # `passed` contradicting its checks: edited, `read_signed` says so
-        return None
-    return ProvenFacts(plain, found.key_id)
 
 
 def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
