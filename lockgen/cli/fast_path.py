@@ -34,6 +34,12 @@ before anything was said goes to the typer app as above (which resolves again, a
 by `terminal.refusal`, as `ui.handles_errors` words it; the results are printed by `terminal.print_resolved`, which
 the typer command prints with too.
 
+It reads `lockgen fleet status FOLDER... [--key PUB]... [--json]` likewise (in any order, each key in the next word)
+and runs the use case without typer, printing by `fleet_report.print_status` as the typer command does, its failure
+said by `say_error` as `ui.fail` says it (exit 1); `--html`, `--noise`, `--insecure`, a `docker://REF` and any other
+form go to the typer app, and so does an error before anything was said (a folder that does not exist); from the
+first line said or printed on, an error is worded by `terminal.refusal` (the report printed twice otherwise).
+
 And it reads `lockgen verify --arch A [--python PY | --prefix DIR] [--quick] [--compile] [--allow-ptx]` with any of
 the options only lockgen reads (`VERIFY_HOST_OPTIONS`), to start the verification kernel before anything else is
 imported (`early_kernel_steps`); the typer app runs the command as always and takes that kernel when it is the one
