@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
 from lockgen.core.certificate.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
-from lockgen.core.certificate.numerics_votes import KEY_FIELDS, fingerprint_of, plain_fingerprint
+from lockgen.model.fingerprint import KEY_FIELDS, fingerprint_of, plain_fingerprint
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics
 from tests.conftest import run_cli
 

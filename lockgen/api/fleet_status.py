@@ -54,15 +54,10 @@ from lockgen.core.fleet.fleet_status import (
     plain_as_facts,
     status_rows,
 )
-from lockgen.core.certificate.numerics_votes import (
-    CountedFingerprint,
-    Fingerprint,
-    Member,
-    OddFingerprints,
-    plain_fingerprint,
-)
+from lockgen.core.certificate.numerics_votes import CountedFingerprint, Member, OddFingerprints
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, LockgenError, UserError
+from lockgen.model.fingerprint import Fingerprint, plain_fingerprint
 
 if TYPE_CHECKING:
     from lockgen.model.certificate import CertificateBody

@@ -34,6 +34,12 @@ before anything was said goes to the typer app as above (which resolves again, a
 by `terminal.refusal`, as `ui.handles_errors` words it; the results are printed by `terminal.print_resolved`, which
 the typer command prints with too.
 
+It reads `lockgen fleet status FOLDER... [--key PUB]... [--json]` likewise (in any order, each key in the next word)
+and runs the use case without typer, printing by `fleet_report.print_status` as the typer command does, its failure
+said by `say_error` as `ui.fail` says it (exit 1); `--html`, `--noise`, `--insecure`, a `docker://REF` and any other
+form go to the typer app, and so does an error before anything was said (a folder that does not exist); from the
+first line said or printed on, an error is worded by `terminal.refusal` (the report printed twice otherwise).
+
 And it reads `lockgen verify --arch A [--python PY | --prefix DIR] [--quick] [--compile] [--allow-ptx]` with any of
 the options only lockgen reads (`VERIFY_HOST_OPTIONS`), to start the verification kernel before anything else is
 imported (`early_kernel_steps`); the typer app runs the command as always and takes that kernel when it is the one
@@ -200,6 +206,8 @@ def answered(args: list[str]) -> int | None:
     started its kernel)."""
     if args and args[0] == "resolve":
         return _resolved(args[1:])
+    if args[:2] == ["fleet", "status"]:
+        return _fleet_status(args[2:])
     verbose = 1 if args[:1] in (["-v"], ["--verbose"]) else 0  # `lockgen -v verify ...`
     if args[verbose : verbose + 1] == ["verify"]:
         _start_verify_kernel(args[verbose + 1 :])
@@ -347,7 +355,18 @@ def _scan(
     """The one source word, the options (`with_value`'s by the next word, each once; `flags` each once, as "")
     and the `repeated` options' values of a command line; None for any other form (an unknown or repeated
     option, a value that is empty or looks like an option, a second source word)."""
-    source: str | None = None
+    scanned = _scan_sources(words, with_value, flags, repeated)
+    if scanned is None or len(scanned[0]) > 1:
+        return None
+    sources, options, lists = scanned
+    return (sources[0] if sources else None), options, lists
+
+
+def _scan_sources(
+    words: list[str], with_value: dict[str, str], flags: dict[str, str], repeated: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str], dict[str, list[str]]] | None:
+    """`_scan`'s reading with any number of source words, in their order."""
+    sources: list[str] = []
     options: dict[str, str] = {}
     lists: dict[str, list[str]] = {name: [] for name in (repeated or {}).values()}
     at = 0
@@ -368,12 +387,12 @@ def _scan(
         elif word in flags and flags[word] not in options:
             options[flags[word]] = ""
             at += 1
-        elif word.startswith("-") or not word or source is not None:
+        elif word.startswith("-") or not word:
             return None
         else:
-            source = word
+            sources.append(word)
             at += 1
-    return source, options, lists
+    return sources, options, lists
 
 
 def _resolved(words: list[str]) -> int | None:
@@ -411,3 +430,61 @@ def _resolved(words: list[str]) -> int | None:
         return code
     print_resolved(results, "--dry-run" in flags, "--json" in flags)
     return 0
+
+
+FLEET_STATUS_REPEATED = {"--key": "keys"}
+FLEET_STATUS_FLAGS = {"--json": "json"}
+
+
+def _read_fleet_status(words: list[str]) -> tuple[list[str], list[str], bool] | None:
+    """The folders, the `--key` files and whether `--json` was given, of a `fleet status` command line (after
+    `status`) in exactly the forms this path reads: one or more folders, `--key PUB` any number of times, `--json`
+    once, in any order; None for anything else (no folder, a docker://REF, `--html`, `--noise`, `--insecure`,
+    `--help`, `-v`, `--key=PUB`, a flag twice, a value that is empty or looks like an option)."""
+    scanned = _scan_sources(words, {}, FLEET_STATUS_FLAGS, FLEET_STATUS_REPEATED)
+    if scanned is None:
+        return None
+    sources, flags, repeated = scanned
+    if not sources or any(source.startswith("docker://") for source in sources):
+        return None
+    return sources, repeated["keys"], "json" in flags
+
+
+def _fleet_status(words: list[str]) -> int | None:
+    """`lockgen fleet status` run here: its exit code, or None (nothing said) for the typer app to run it. An error
+    before anything was said goes to the app (which reads the folders again, and words it); from the first line said
+    or printed on, it is worded here by `terminal.refusal`, as `ui.handles_errors` words it."""
+    read = _read_fleet_status(words)
+    if read is None:
+        return None
+    sources, keys, as_json = read
+    said = False
+
+    def saying(message: str) -> None:
+        nonlocal said
+        said = True
+        progress(message)
+
+    import datetime as dt
+    from pathlib import Path
+
+    try:
+        from lockgen.api.fleet_status import fleet_status
+        from lockgen.cli.fleet_report import print_status
+
+        now = dt.datetime.now(dt.timezone.utc)
+        report = fleet_status(sources, [Path(key) for key in keys], False, 0.05, None, now, saying)
+        said = True  # the output begins: handed to the app, it would be printed twice
+        failure = print_status(report, bool(keys), as_json)
+    except BrokenPipeError:  # the reader left: as the typer app, `cli.main` ends quietly
+        raise
+    except Exception as exc:
+        if not said:  # nothing said yet: the typer app reads the folders, and words what fails
+            return None
+        message, hint, code = refusal(exc)
+        say_error(message, hint)
+        return code
+    if failure is None:
+        return 0
+    say_error(*failure)  # as the typer command's `fail`
+    return 1

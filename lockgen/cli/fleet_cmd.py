@@ -12,8 +12,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, print_json_texts, progress, say
-from lockgen.model.names import escaped, shown
+from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
 
 fleet_app = typer.Typer(
     help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.",
@@ -154,65 +153,12 @@ def status(
     import datetime as dt
 
     from lockgen.api.fleet_status import fleet_status
-    from lockgen.core.certificate.numerics_votes import digests_text
+    from lockgen.cli.fleet_report import print_status
 
     report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
-    rows = report["rows"]
-    if not key:
-        progress(
-            "note: signatures were not checked (pass --key KEY.pub): a certificate's content is only as "
-            "trustworthy as the file"
-        )
-    if as_json:
-        print_json_texts(
-            {name: value for name, value in report.items() if name != "rows"}, "rows", rows.json_texts(depth=2)
-        )
-    else:
-        nodes = [
-            escaped(row["node"]) for row in rows
-        ]  # escaped before the columns are measured: a row is one line, aligned
-        width = max(map(len, nodes), default=4) + 2
-        for node, row in zip(nodes, rows):
-            state = "FAILED" if not row["passed"] else "REGRESSED" if row["regressions"] else "passed"
-            figures = ", ".join(
-                f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items()
-            )
-            why = "; ".join(row["failed"][:3] or row["regressions"][:3])
-            say(
-                f"{node:<{width}}{escaped(row['covers']):<20} {state:<9} {row['age']:>6} ago  {figures}"
-                + (f"  [{why}]" if why else "")
-            )
-        for entry in report["refused"]:
-            say(f"REFUSED {shown(entry['node'])} {shown(entry['source'], 300)}: {entry['reason']}")
-        for entry in report["numerics"]["differ"]:
-            shared = entry["key"]
-            say(
-                f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} "
-                f"({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: "
-                f"{shown(entry['cause'], 400)}"
-            )
-    failed, failing = rows.failing()
-    differ = [entry["node"] for entry in report["numerics"]["differ"]]
-    if failed or report["refused"] or differ:
-        fail(
-            f"{failed} of {len(rows)} node certificates failed"
-            + (f" ({', '.join(failing)})" if failing else "")
-            + (
-                f"; {len(report['refused'])} certificates refused "
-                f"({', '.join(shown(entry['node']) for entry in report['refused'][:5])})"
-                if report["refused"]
-                else ""
-            )
-            + (
-                f"; {len(differ)} of {report['numerics']['compared']} nodes compute different bits than the "
-                f"others of their key ({', '.join(shown(node) for node in differ[:5])})"
-                if differ
-                else ""
-            ),
-            "each row names its failed checks (lockgen cert verify CERT shows them all); each REFUSED line says "
-            "why that certificate does not count; each NUMERICS line names the digests that differ and the "
-            "likely cause",
-        )
+    failure = print_status(report, bool(key), as_json)  # what the fast path prints too (`fast_path`)
+    if failure is not None:
+        fail(*failure)
 
 
 @fleet_app.command("kubernetes")

@@ -16,15 +16,13 @@ from typing import Protocol
 
 from lockgen.core.certificate.numerics_votes import (
     CountedFingerprint,
-    Fingerprint,
     Member,
     NumericsDifference,
     OddFingerprints,
-    digests_text,
-    fingerprint_of,
     likely_cause,
 )
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
+from lockgen.model.fingerprint import Fingerprint, digests_text, fingerprint_of
 from lockgen.model.json_values import JsonObject
 from lockgen.model.names import shown
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _text
 from typing import TYPE_CHECKING, Any
 
-from lockgen.core.certificate.numerics_votes import Fingerprint, fingerprint_of
 from lockgen.errors import LockFormatError
+from lockgen.model.fingerprint import Fingerprint, fingerprint_of
 from lockgen.model.names import shown
 
 if TYPE_CHECKING:  # the models only where a certificate read by them is reduced (`certificate_facts`)
