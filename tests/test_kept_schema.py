@@ -17,7 +17,9 @@ import pytest
 from pydantic_core import SchemaValidator, ValidationError
 
 from lockgen.adapters.node.signing import signed_file
-from lockgen.model.plain_certificate import kept_form, plain_body
+from lockgen.adapters.node import kept_schema
+from lockgen.model import plain_certificate
+from lockgen.model.plain_certificate import kept_form, made_validator
 from tests.conftest import REPO, run_cli
 
 TEMPLATE = REPO / "envs" / "examples" / "numerics-fingerprint" / "node1-quick.cert.json"
@@ -50,8 +52,9 @@ def _environ() -> dict[str, str]:
 
 
 def _verdict_here(text: bytes) -> list:
+    """The verdict of the validator pydantic makes of the models (`made_validator`), not of the kept form."""
     try:
-        return ["accepted", json.loads(json.dumps(plain_body(text)))]
+        return ["accepted", json.loads(json.dumps(made_validator().validate_json(text)))]
     except ValidationError as error:
         return ["refused", [[list(e["loc"]), e["type"]] for e in error.errors()]]
 
@@ -98,7 +101,50 @@ def test_a_damaged_kept_schema_is_made_again(tmp_path: Path, damage: bytes) -> N
     verdict = _in_child(text, tmp_path)
     assert verdict[0] == _verdict_here(text) and verdict[1] is True  # made from the models again
     rebuilt = SchemaValidator(marshal.loads(path.read_bytes()))  # written over: a schema again (its names, `ref`,
-    assert rebuilt.validate_json(text) == plain_body(text)  # carry the process's ids, so it is judged by what it does)
+    assert rebuilt.validate_json(text) == made_validator().validate_json(text)  # carry the process's ids: judged by
+    # what it does
+
+
+def test_a_home_where_no_schema_can_be_kept_keeps_none_and_still_validates(tmp_path: Path) -> None:
+    """A folder where the schema would be written (or a home lockgen cannot write): nothing kept, the body
+    validated all the same (never a refusal of the certificate for it)."""
+    path = Path(kept_path(tmp_path))
+    path.mkdir(parents=True)
+    text = _bodies()["as written"]
+    assert _in_child(text, tmp_path)[0] == _verdict_here(text) and path.is_dir()
+
+
+def test_the_most_recent_schemas_are_kept_and_the_older_removed(tmp_path: Path) -> None:
+    folder = Path(kept_path(tmp_path)).parent
+    folder.mkdir(parents=True)
+    for index in range(6):  # other lockgens' and pydantics' schemas, older than the one written now
+        other = folder / f"plain-body-{index:032x}.marshal"
+        other.write_bytes(marshal.dumps({"type": "any"}))
+        os.utime(other, (1_000_000 + index, 1_000_000 + index))
+    _in_child(_bodies()["as written"], tmp_path)
+    kept = sorted(path.name for path in folder.iterdir())
+    assert len(kept) == kept_schema.KEPT_SCHEMAS and Path(kept_path(tmp_path)).name in kept
+    assert f"plain-body-{5:032x}.marshal" in kept and f"plain-body-{0:032x}.marshal" not in kept
+
+
+def test_a_schema_holding_more_than_data_is_validated_as_made_and_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where another pydantic's schema holds what the kept form cannot carry (`kept_form` refuses it), a status
+    validates by pydantic's own validator and keeps nothing."""
+
+    def refused() -> dict:
+        raise TypeError("a validator in Python")
+
+    monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path))
+    monkeypatch.setattr(plain_certificate, "kept_form", refused)
+    kept_schema.plain_validator.cache_clear()
+    try:
+        text = _bodies()["as written"]
+        assert kept_schema.plain_body(text) == made_validator().validate_json(text)
+        assert not (tmp_path / "kept").exists()
+    finally:
+        kept_schema.plain_validator.cache_clear()
 
 
 def test_a_kept_schema_is_trusted_as_lockgens_home_is_and_never_taken_under_reparse(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from lockgen.core.certificate.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
 from lockgen.model.fingerprint import KEY_FIELDS, fingerprint_of, plain_fingerprint
-from lockgen.model.certificate import Certificate, CertificateBody, Numerics
+from lockgen.model.certificate import Certificate, CertificateBody, Numerics, NumericsKey
 from tests.conftest import run_cli
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "envs" / "examples" / "numerics-fingerprint"
@@ -64,9 +64,11 @@ TEXT_OR_NOT = st.one_of(st.none(), st.text(max_size=4), st.integers(0, 3), st.bo
 def test_a_kept_fingerprint_is_read_exactly_when_the_model_accepts_it(
     key: dict, digests: object, more: dict, whole: bool
 ) -> None:
-    """`fleet status` reads a kept verdict's fingerprint without the models (`plain_fingerprint`): it accepts
-    exactly the plain values `Numerics` accepts (a key of NumericsKey's fields, those with a default may be absent;
-    text only; nothing more), and reads them as the model's fingerprint reads (`fingerprint_of`)."""
+    """`fleet status` reads a kept verdict's fingerprint without the models (`plain_fingerprint`): of the values
+    marshal reads back (dicts, lists, text, numbers, None: no subclasses), it accepts exactly those `Numerics`
+    accepts (a key of NumericsKey's fields, those with a default may be absent; text only; nothing more), and reads
+    them as the model's fingerprint reads (`fingerprint_of`)."""
+    assert KEY_FIELDS == tuple(NumericsKey.model_fields)
     if whole:  # a key the model would accept, before anything else is drawn into it
         key = {name: f"{name}-1" for name in KEY_FIELDS} | key
     value = {"key": key, "digests": digests, **more}

@@ -1,4 +1,4 @@
-"""A certificate body validated as plain values (`model.plain_certificate.plain_body`, what a fleet's status reads)
+"""A certificate body validated as plain values (`kept_schema.plain_body`, what a fleet's status reads)
 accepts exactly the bodies `CertificateBody` accepts, and a fleet's facts of it are the facts of the models: on every
 example certificate, on bodies edited by hypothesis (a value replaced by any JSON value, NaN and huge numbers
 included, a field removed or added), on the figures' finite-value rule and on repeated keys, where it may refuse
@@ -19,7 +19,8 @@ from lockgen.api.fleet_status import SharedFacts
 from lockgen.core.fleet.fleet_status import CertificateFacts, certificate_facts, plain_facts
 from lockgen.model.base import Frozen
 from lockgen.model.certificate import CertificateBody, Text
-from lockgen.model.plain_certificate import plain_body, plain_schema
+from lockgen.adapters.node.kept_schema import plain_body
+from lockgen.model.plain_certificate import plain_schema
 from tests.conftest import REPO
 
 TEMPLATE = REPO / "envs" / "examples" / "numerics-fingerprint" / "node1-quick.cert.json"

@@ -16,7 +16,11 @@ What it trusts and where it differs: the models read a body's figures as Python 
 `figures` runs before them), so a figures object that repeats a key is read by its last value there, while this
 validation reads every one and may refuse it; it never accepts a body the models refuse, and a caller that finds
 it refused reads the body with the models (`certificate_proof.proven_facts`), which word the reason
-(tests/test_plain_certificate.py compares both on bodies edited by hypothesis and on repeated keys)."""
+(tests/test_plain_certificate.py compares both on bodies edited by hypothesis and on repeated keys).
+
+The validator's schema is kept as data (`kept_form`): a status builds the validator from it with pydantic-core
+alone (`adapters.node.kept_schema.plain_body`); `made_validator` is the one pydantic makes of the same schema, the
+tests hold the two equal (tests/test_kept_schema.py)."""
 
 from __future__ import annotations
 
@@ -24,23 +28,19 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_core import SchemaValidator
 
 from lockgen.model.certificate import CertificateBody, comparable_values
 
-__all__ = ["kept_form", "plain_body"]
-
-
-def plain_body(text: bytes | str) -> dict[str, Any]:
-    """The certificate body whose JSON text is `text`, as plain values, when `CertificateBody` accepts it (the
-    fields it lists and their types, exactly); `pydantic.ValidationError` when this validation refuses it."""
-    body: dict[str, Any] = _validator().validate_json(text)
-    return body
+__all__ = ["kept_form", "made_validator"]
 
 
 @lru_cache(maxsize=1)
-def _validator() -> SchemaValidator:
-    return SchemaValidator(kept_form())
+def made_validator() -> Any:
+    """The plain validator as pydantic makes it from the models (`TypeAdapter`), not from the kept form: what a
+    status validates by where this pydantic's schema holds more than data (`kept_form` refuses it, and nothing is
+    kept), and what the tests hold the kept form's validator equal to."""
+    CertificateBody.model_rebuild()  # the models defer their schema until first used
+    return TypeAdapter(_PlainBody).validator
 
 
 def kept_form() -> dict[str, Any]:

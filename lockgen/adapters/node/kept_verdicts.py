@@ -68,6 +68,7 @@ RULE_SOURCES = (
     "adapters/node/signing.py",
     "api/steps/certificate_steps.py",
     "api/steps/certificate_proof.py",
+    "adapters/node/kept_schema.py",
 )
 _stamp: list[str] = []
 

@@ -5,8 +5,8 @@ have written (changed bytes, a bad signature, a body whose `passed` contradicts 
 A file signed over its own bytes (`signing.framed`), read with a key, is read one way wherever it is read
 (`cert verify`, `cert compare`, every fleet format, and a fleet's quick proof): its frame and signature first,
 then its body validated from its JSON text (`framed_certificate`; a fleet's quick proof validates it by the same
-rules into plain values, `proven_facts`, and leaves what that refuses to the models); a file of the older form,
-or read without a key, is proven canonical by `signing.verify_file` and its document validated."""
+rules into plain values, `certificate_proof.proven_facts`, and leaves what that refuses to the models); a file of
+the older form, or read without a key, is proven canonical by `signing.verify_file` and its document validated."""
 
 from __future__ import annotations
 

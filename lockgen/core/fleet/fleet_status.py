@@ -170,9 +170,9 @@ def certificate_facts(body: CertificateBody) -> CertificateFacts:
 
 
 def plain_facts(body: dict[str, Any]) -> list[Any]:
-    """`certificate_facts(...).plain()` of a body validated as plain values (`model.plain_certificate.plain_body`:
+    """`certificate_facts(...).plain()` of a body validated as plain values (`adapters.node.kept_schema.plain_body`:
     a field with a default may be absent, so it is read with its default) without building its models; the
-    fingerprint as the plain object it was validated as (`facts_from_plain` reads it into the same model)."""
+    fingerprint as the plain object it was validated as (`facts_from_plain` reads it into a `Fingerprint`)."""
     subject, numerics = body["subject"], body.get("numerics")
     return [
         covers(subject.get("lock_sha256"), subject.get("image_digest")),
