@@ -853,5 +853,5 @@ def test_a_build_begun_on_the_fast_path_words_its_own_error_and_is_never_built_t
 
     monkeypatch.setattr(use_case, "kept_materialized", lambda *_: (tmp_path / "env", "0" * 64))
     monkeypatch.setattr(fast_path, "print_environment", reader_left)
-    with pytest.raises(BrokenPipeError):  # `cli.main` ends it quietly, as the typer app's
+    with pytest.raises(BrokenPipeError):  # `cli.main` ends it quietly, exit 1, as click ends the typer app's
         fast_path.answered(line)

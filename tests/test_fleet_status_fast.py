@@ -8,8 +8,11 @@ from __future__ import annotations
 import errno
 import inspect
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,6 +137,30 @@ def test_a_passing_fleet_and_a_missing_folder_answer_as_the_typer_app(
     assert "typer" in handed[3].split()  # worded by the typer app
     assert handed[:3] == _lockgen(*missing, "--noise", "0.05", home=home)[:3]
     assert handed[0] == 1 and handed[1] == "" and handed[2].startswith("error: `") and "neither a folder" in handed[2]
+
+
+@pytest.mark.slow
+def test_a_reader_that_leaves_ends_the_status_as_it_ends_the_typer_app(
+    fleets: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """`fleet status FOLDER | head` of a fleet with a failing node: the reader leaves, the status ends quietly with
+    exit 1 on the fast path as click ends the typer app (never 0, which would read as a passing fleet in a
+    pipeline with pipefail). Unbuffered, so the first row meets the closed pipe inside the command."""
+    folder, public = fleets["fleet"]
+    home = tmp_path / "home"
+    ends = []
+    for extra in ([], ["--noise", "0.05"]):  # the fast path, then the typer app
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lockgen", "fleet", "status", str(folder), "--key", str(public), *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "LOCKGEN_HOME": str(home), "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"},
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader leaves before the first row
+        ends.append((process.wait(timeout=120), process.stderr.read().decode()))
+    assert ends[0] == ends[1] and ends[0][0] == 1, ends
+    assert "Traceback" not in ends[0][1] and "Exception ignored" not in ends[0][1], ends
 
 
 def test_an_error_before_anything_is_said_goes_to_the_typer_app_and_one_after_is_worded_here(

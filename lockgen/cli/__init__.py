@@ -1,7 +1,7 @@
 """The `lockgen` command line. `main` first offers the command line to the fast path (`fast_path`: the daily
 commands on what lockgen already checked, answered before typer, pydantic or the models are imported), and runs
-the typer app (`app`) for everything the fast path does not answer, which is every error and every case it does
-not fully understand."""
+the typer app (`app`) for everything the fast path does not answer: every case it does not fully understand, and
+every error before the fast path has said anything (one after is worded there, by the typer app's rules)."""
 
 from __future__ import annotations
 
@@ -47,9 +47,9 @@ def main() -> None:
     except KeyboardInterrupt:  # before or after typer's own handling (start-up, imports)
         print("interrupted", file=sys.stderr)
         code = 130
-    except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, as cat does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
+    except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, with the code click ends the typer
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # app's with (1), whichever path answered
+        code = 1
     finally:
         if "lockgen.cli.fast_path" in sys.modules:  # `verify`'s kernel, started there, when the command refused first
             sys.modules["lockgen.cli.fast_path"].stop_started_kernel()

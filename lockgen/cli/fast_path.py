@@ -267,7 +267,7 @@ def answered(args: list[str]) -> int | None:
             saying,
             commit,  # a build begun
         )
-    except BrokenPipeError:  # the reader left: as the typer app, `cli.main` ends quietly
+    except BrokenPipeError:  # the reader left: `cli.main` ends quietly, exit 1, as click ends the typer app
         raise
     except Exception as exc:
         if not committed:  # nothing said yet: the typer app decides, and words it
@@ -476,7 +476,7 @@ def _fleet_status(words: list[str]) -> int | None:
         report = fleet_status(sources, [Path(key) for key in keys], False, 0.05, None, now, saying)
         said = True  # the output begins: handed to the app, it would be printed twice
         failure = print_status(report, bool(keys), as_json)
-    except BrokenPipeError:  # the reader left: as the typer app, `cli.main` ends quietly
+    except BrokenPipeError:  # the reader left: `cli.main` ends quietly, exit 1, as click ends the typer app
         raise
     except Exception as exc:
         if not said:  # nothing said yet: the typer app reads the folders, and words what fails

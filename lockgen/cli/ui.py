@@ -24,7 +24,6 @@ from lockgen.cli.terminal import (
     emit as emit,
     print_environment as print_environment,
     print_json as print_json,
-    print_json_texts as print_json_texts,
     progress as progress,
     refusal,
     say as say,
