@@ -395,18 +395,34 @@ def _scan_sources(
     return sources, options, lists
 
 
+class _Saying:
+    """A use case's progress, said as the typer command says it, remembering whether anything was said: until then
+    an error is the typer app's to word (it runs the command again); from then on it is worded here (`refused`)."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, message: str) -> None:
+        self.said = True
+        progress(message)
+
+    def refused(self, exc: Exception) -> int | None:
+        """The exit code of `exc` worded by `terminal.refusal`, as `ui.handles_errors` words it, once something was
+        said; None (nothing said) for the typer app to run the command and word it."""
+        if not self.said:
+            return None
+        message, hint, code = refusal(exc)
+        say_error(message, hint)
+        return code
+
+
 def _resolved(words: list[str]) -> int | None:
     """`lockgen resolve` run here: its exit code, or None (nothing said) for the typer app to run it."""
     read = _read_resolve(words)
     if read is None:
         return None
     source, repeated, flags = read
-    said = False  # once something is said, an error is worded here, not by the app (which would resolve again)
-
-    def saying(message: str) -> None:
-        nonlocal said
-        said = True
-        progress(message)
+    saying = _Saying()  # once something is said, an error is worded here, not by the app (which would resolve again)
 
     from pathlib import Path
 
@@ -423,11 +439,7 @@ def _resolved(words: list[str]) -> int | None:
             progress=saying,
         )
     except Exception as exc:
-        if not said:  # nothing said yet: the typer app resolves, and words what fails
-            return None
-        message, hint, code = refusal(exc)
-        say_error(message, hint)
-        return code
+        return saying.refused(exc)  # nothing said yet: the typer app resolves, and words what fails
     print_resolved(results, "--dry-run" in flags, "--json" in flags)
     return 0
 
@@ -458,12 +470,7 @@ def _fleet_status(words: list[str]) -> int | None:
     if read is None:
         return None
     sources, keys, as_json = read
-    said = False
-
-    def saying(message: str) -> None:
-        nonlocal said
-        said = True
-        progress(message)
+    saying = _Saying()
 
     import datetime as dt
     from pathlib import Path
@@ -474,16 +481,12 @@ def _fleet_status(words: list[str]) -> int | None:
 
         now = dt.datetime.now(dt.timezone.utc)
         report = fleet_status(sources, [Path(key) for key in keys], False, 0.05, None, now, saying)
-        said = True  # the output begins: handed to the app, it would be printed twice
+        saying.said = True  # the output begins: handed to the app, it would be printed twice
         failure = print_status(report, bool(keys), as_json)
     except BrokenPipeError:  # the reader left: `cli.main` ends quietly, exit 1, as click ends the typer app
         raise
     except Exception as exc:
-        if not said:  # nothing said yet: the typer app reads the folders, and words what fails
-            return None
-        message, hint, code = refusal(exc)
-        say_error(message, hint)
-        return code
+        return saying.refused(exc)  # nothing said yet: the typer app reads the folders, and words what fails
     if failure is None:
         return 0
     say_error(*failure)  # as the typer command's `fail`
