@@ -34,13 +34,18 @@ from lockgen.model.certificate import CertificateBody, comparable_values
 __all__ = ["kept_form", "made_validator"]
 
 
-@lru_cache(maxsize=1)
 def made_validator() -> Any:
     """The plain validator as pydantic makes it from the models (`TypeAdapter`), not from the kept form: what a
     status validates by where this pydantic's schema holds more than data (`kept_form` refuses it, and nothing is
     kept), and what the tests hold the kept form's validator equal to."""
+    return _adapter().validator
+
+
+@lru_cache(maxsize=1)
+def _adapter() -> TypeAdapter[Any]:
+    """The plain body's type adapter, made once a process: its validator and its core schema (the kept form's)."""
     CertificateBody.model_rebuild()  # the models defer their schema until first used
-    return TypeAdapter(_PlainBody).validator
+    return TypeAdapter(_PlainBody)
 
 
 def kept_form() -> dict[str, Any]:
@@ -49,8 +54,7 @@ def kept_form() -> dict[str, Any]:
     (`metadata`) left out, as no rule of what is read; a JSON value's validation (`json-or-python`, whose Python
     side is a function) as its JSON side, the only one JSON text is validated by. TypeError for anything else
     that is not data (a validator in Python), so a rule the kept form would drop is found by the tests."""
-    CertificateBody.model_rebuild()  # the models defer their schema until first used
-    form: dict[str, Any] = _as_data(TypeAdapter(_PlainBody).core_schema)
+    form: dict[str, Any] = _as_data(_adapter().core_schema)
     return form
 
 
