@@ -179,6 +179,31 @@ def test_a_failed_training_floor_names_a_host_bound_step(issue_ms: float, host_b
     assert all("host-bound" not in c.detail for c in checks if c.passed)
 
 
+@pytest.mark.parametrize("replay_ms, passed", [(20.4, True), (90.0, False)])
+def test_a_host_bound_step_is_judged_by_the_same_step_replayed_as_a_cuda_graph(replay_ms: float, passed: bool) -> None:
+    """The eager bf16 step took 100 ms, 95 of them the host's to issue it: the training floors judge the same step
+    replayed as a CUDA graph (no host in the loop) and say so; a replay as slow as a GPU stack without working bf16
+    still fails both, and no longer blames the host."""
+    cert = recorded("h200x2-sm90")
+    figures = json.loads(json.dumps(cert["figures"]))
+    fp32_ms = figures["training"]["fp32_step_ms"]["value"]
+    figures["training"]["bf16_step_ms"].update(value=100.0, host_issue_ms=95.0)
+    figures["training"]["speedup_bf16_over_fp32"]["value"] = fp32_ms / 100.0
+    figures["training"]["bf16_model_tflops"]["value"] = 60.0  # as a 100 ms step gives
+    figures["graphs"] = {"bf16_replay_step_ms": {"value": replay_ms, "unit": "ms"}}
+    checks = {c.name: c for c in envelope_checks("sm90", typed(figures), cert["stack"], "nvlink", 2)}
+    speedup, mfu = checks["amp_speedup_floor"], checks["train_mfu_floor"]
+    assert (speedup.passed, mfu.passed) == (passed, passed)
+    assert speedup.value == pytest.approx(fp32_ms / replay_ms)
+    assert mfu.value == pytest.approx(60.0 * 100.0 / replay_ms / 989.4)  # the model FLOPs of the replayed step
+    for check in (speedup, mfu):
+        assert f"replayed as a CUDA graph, {replay_ms:.1f} ms: the eager step, 100.0 ms, was host-bound" in check.detail
+        assert "re-run on an idle host" not in check.detail
+    figures["graphs"]["bf16_replay_step_ms"]["value"] = None  # no replay (capture failed): the eager step, as before
+    eager = {c.name: c for c in envelope_checks("sm90", typed(figures), cert["stack"], "nvlink", 2)}
+    assert not eager["amp_speedup_floor"].passed and "re-run on an idle host" in eager["amp_speedup_floor"].detail
+
+
 def test_clock_limit_bits_are_named_and_idle_is_not_a_limit() -> None:
     assert clock_limit_names(0x1) == []
     assert clock_limit_names(0x4 | 0x40 | 0x1) == ["software power cap", "hardware thermal slowdown"]
