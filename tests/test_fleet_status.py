@@ -594,7 +594,7 @@ def test_the_fleet_s_numerics_are_named_from_counted_fingerprints_as_from_every_
 
     from lockgen.adapters.spill_files import SpillFile
     from lockgen.api import fleet_status as use_case
-    from lockgen.core.certificate.numerics import odd_nodes
+    from tests.test_numerics import odd_nodes
     from lockgen.model.certificate import CertificateBody
 
     assert run_cli("keygen", "--out", str(tmp_path / "k")).returncode == 0

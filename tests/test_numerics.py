@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,36 @@ from hypothesis import given, settings, strategies as st
 
 from pydantic import ValidationError
 
-from lockgen.core.certificate.numerics import NumericsReference, compare_pair, likely_cause, odd_nodes, reference_check
+from lockgen.core.certificate.numerics import NumericsReference, compare_pair, likely_cause, reference_check
+from lockgen.core.certificate.numerics_votes import CountedFingerprint, Member, NumericsDifference, OddFingerprints
 from lockgen.model.fingerprint import KEY_FIELDS, fingerprint_of, plain_fingerprint
+from lockgen.model.json_values import JsonObject
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics, NumericsKey
 from tests.conftest import run_cli
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "envs" / "examples" / "numerics-fingerprint"
 DIGESTS = ("adamw_bf16", "conv_bf16", "gemm_bf16", "gemm_fp16", "gemm_fp32", "gemm_fp8", "gemm_tf32")
+
+
+def odd_nodes(latest: Sequence[tuple[str, CertificateBody]]) -> tuple[list[NumericsDifference], int]:
+    """The oracle of a fleet's numerics (the fleet status counts kept fingerprints instead, `fleet_status`): the
+    nodes whose digests differ from their key's majority, from each node's latest certificate held whole (in node
+    order), and how many nodes were compared. Nodes alike are counted once per fingerprint and stack object, as a
+    status's rows share them."""
+    counted: list[CountedFingerprint] = []
+    index_of: dict[tuple[int, int], int] = {}
+    members: list[Member] = []
+    for node, body in latest:
+        if body.numerics is None:
+            continue
+        stack: JsonObject = body.stack
+        index = index_of.setdefault((id(body.numerics), id(stack)), len(counted))
+        if index == len(counted):
+            counted.append(CountedFingerprint(fingerprint_of(body.numerics), stack, 0))
+        counted[index] = CountedFingerprint(counted[index].numerics, stack, counted[index].nodes + 1)
+        members.append((node, index))
+    judged = OddFingerprints(counted)
+    return judged.differences(members), judged.compared
 
 
 def _device_body(name: str = "node1-quick") -> CertificateBody:

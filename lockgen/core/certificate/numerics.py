@@ -1,8 +1,8 @@
 """Numerics fingerprints judged, pure: the certificate's fingerprint from the kernel's (`numerics_of`, under the
 key nodes must share: `NumericsKey`), a certificate against a pinned reference (`verify --expect-numerics`:
-`judge_against`), two certificates against each other (`cert compare`: `compare_pair`), and the nodes of a set of
-certificates whose bits differ from the others of their key (`odd_nodes`). The vote and the likely cause are
-`core.certificate.numerics_votes`' (plain values, which `fleet status` judges a fleet's kept fingerprints by).
+`judge_against`) and two certificates against each other (`cert compare`: `compare_pair`). The vote over a set of
+nodes and the likely cause are `core.certificate.numerics_votes`' (plain values, which `fleet status` judges a
+fleet's kept fingerprints by).
 
 A node is judged against the majority of its key's nodes, digest by digest; where no digest value has a
 majority (two nodes, say) every node in dispute is named, and a pinned reference (`verify --expect-numerics`)
@@ -12,17 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from lockgen.core.certificate.numerics_votes import (
-    CountedFingerprint,
-    Member,
-    NumericsDifference,
-    OddFingerprints,
     likely_cause,
 )
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
-from lockgen.model.fingerprint import Fingerprint, digests_text, fingerprint_of
+from lockgen.model.fingerprint import digests_text
 from lockgen.model.json_values import JsonObject
 from lockgen.model.names import shown
 
@@ -54,36 +49,6 @@ def key_differences(first: NumericsKey, second: NumericsKey) -> list[str]:
 def differing_digests(mine: dict[str, str], theirs: dict[str, str]) -> tuple[str, ...]:
     """The digests two fingerprints of one key disagree on (one missing from either counts)."""
     return tuple(name for name in sorted(set(mine) | set(theirs)) if mine.get(name) != theirs.get(name))
-
-
-class Fingerprinted(Protocol):
-    """What a node's comparison reads of its latest certificate (a `CertificateBody`, or a fleet status row
-    that kept only this): the fingerprint and the kernel's stack (its settings and foreign libraries)."""
-
-    @property
-    def numerics(self) -> Numerics | Fingerprint | None: ...
-
-    @property
-    def stack(self) -> JsonObject: ...
-
-
-def odd_nodes(latest: Sequence[tuple[str, Fingerprinted]]) -> tuple[list[NumericsDifference], int]:
-    """The nodes whose digests differ from their key's majority, from each node's latest certificate (in node
-    order); and how many nodes were compared (those sharing a key with another). The nodes alike are counted
-    once per fingerprint and stack object (`OddFingerprints`: a fleet status's rows share one)."""
-    counted: list[CountedFingerprint] = []
-    index_of: dict[tuple[int, int], int] = {}
-    members: list[Member] = []
-    for node, body in latest:
-        if body.numerics is None:
-            continue
-        index = index_of.setdefault((id(body.numerics), id(body.stack)), len(counted))
-        if index == len(counted):
-            counted.append(CountedFingerprint(fingerprint_of(body.numerics), body.stack, 0))
-        counted[index] = CountedFingerprint(counted[index].numerics, body.stack, counted[index].nodes + 1)
-        members.append((node, index))
-    judged = OddFingerprints(counted)
-    return judged.differences(members), judged.compared
 
 
 @dataclass(frozen=True)
