@@ -204,6 +204,25 @@ def test_a_host_bound_step_is_judged_by_the_same_step_replayed_as_a_cuda_graph(r
     assert not eager["amp_speedup_floor"].passed and "re-run on an idle host" in eager["amp_speedup_floor"].detail
 
 
+def test_the_h200_run_that_failed_on_a_host_bound_step_passes_judged_by_its_replay() -> None:
+    """The lent H200's first full run of session 33 (committed, signed): signed with `amp_speedup_floor` failed at
+    2.95x, its eager bf16 step host-bound; its own figures judged now give the replayed step's 6.5x, and no other
+    check it was signed with changes."""
+    path = "envs/examples/numerics-fingerprint/budget/session33-h200-2026-12-07/call1/new-full1.cert.json"
+    body = json.loads((REPO / path).read_text())["certificate"]
+    signed = {(c["category"], c["name"]): c["passed"] for c in body["checks"] if c["category"] == "performance"}
+    assert signed[("performance", "amp_speedup_floor")] is False
+    judged = envelope_checks("sm90", typed(body["figures"]), body["stack"], "none", 1)
+    speedup = next(c for c in judged if c.name == "amp_speedup_floor")
+    assert speedup.passed and speedup.value == pytest.approx(6.5, abs=0.1)
+    assert "replayed as a CUDA graph, 20.4 ms: the eager step, 45.1 ms, was host-bound" in speedup.detail
+    assert {(c.category, c.name): c.passed for c in judged if c.name != "amp_speedup_floor"} == {
+        key: passed
+        for key, passed in signed.items()
+        if key[1] != "amp_speedup_floor" and key[1] in {c.name for c in judged}
+    }
+
+
 def test_clock_limit_bits_are_named_and_idle_is_not_a_limit() -> None:
     assert clock_limit_names(0x1) == []
     assert clock_limit_names(0x4 | 0x40 | 0x1) == ["software power cap", "hardware thermal slowdown"]
