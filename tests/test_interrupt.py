@@ -5,6 +5,7 @@ A loopback index that serves the wheel slowly, once asked to, holds the run at a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,31 +149,37 @@ def test_ctrl_c_during_resolve_leaves_nothing(tmp_path: Path, index: tuple[str, 
     assert list((tmp_path / "tmp").iterdir()) == []  # lockgen's uv work folder
 
 
-# `cli.main` with the fast path's answer replaced by the given expression's value, run as `python -m` runs lockgen
+# `cli.main` with the fast path's answer replaced by a program that sets `code`, run as `python -m` runs lockgen
 # (CPython's handling of an interrupt or an exit differs between a module run so and a `-c` string)
 ENDED_BY = """
 import sys
 from lockgen import cli
 from lockgen.cli import fast_path
-answer = sys.argv[1]
-fast_path.answered = lambda argv: eval(answer)
+program = sys.argv[1]
+def answered(argv):
+    scope = {}
+    exec(program, scope)
+    return scope["code"]
+fast_path.answered = answered
 sys.argv[1:] = ["status"]
 cli.main()
 """
+INTERRUPT_IN_A_WHILE = (  # a Ctrl-C half a second from now, as a terminal's would come while the output waits
+    "import signal\n"
+    "def interrupt(*_): raise KeyboardInterrupt\n"
+    "signal.signal(signal.SIGALRM, interrupt)\n"
+    "signal.setitimer(signal.ITIMER_REAL, 0.5)\n"
+)
 
 
-def _ended_by(answer: str, folder: Path, **options: object) -> subprocess.CompletedProcess[bytes]:
-    """`cli.main` run in a child as `python -m`, its answer `answer`, stdout buffered as in a pipeline (not
-    PYTHONUNBUFFERED)."""
+def _ended_by(program: str, folder: Path, **options: Any) -> subprocess.CompletedProcess[bytes]:
+    """`cli.main` run in a child as `python -m`, its answer what `program` sets `code` to, stdout buffered as in a
+    pipeline (not PYTHONUNBUFFERED)."""
     (folder / "ended_by.py").write_text(ENDED_BY)
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     environment["PYTHONPATH"] = os.pathsep.join([str(folder), str(REPO)])
     return subprocess.run(
-        [sys.executable, "-m", "ended_by", answer],
-        env=environment,
-        timeout=60,
-        cwd=folder,
-        **options,  # type: ignore[call-overload]
+        [sys.executable, "-m", "ended_by", program], env=environment, timeout=60, cwd=folder, **options
     )
 
 
@@ -185,15 +193,60 @@ def test_an_interrupt_that_passed_through_code_run_from_a_string_still_ends_with
     assert (done.returncode, done.stderr) == (130, b"interrupted\n")
 
 
-@pytest.mark.parametrize("answer", ["print('a row') or 0", "print('a failing row') or 1"], ids=["passed", "failed"])
-def test_a_reader_gone_before_a_short_output_ends_it_quietly_with_1(answer: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "program, code",
+    [("print('a row'); code = 0", 1), ("print('a failing row'); code = 1", 1), ("print(); code = 2", 2)],
+)
+def test_a_reader_gone_before_a_short_output_ends_it_quietly(program: str, code: int, tmp_path: Path) -> None:
     """`lockgen ... | head` whose output is short enough to wait in stdout's buffer until the command returned:
-    exit 1 and nothing on stderr (as click ends the typer app on a broken pipe), not Python's `Exception ignored
-    ... BrokenPipeError` and exit 120 at its own final flush."""
+    nothing on stderr and exit 1 where the command had succeeded (as click ends the typer app on a broken pipe), its
+    own code where it had failed, not Python's `Exception ignored ... BrokenPipeError` and exit 120."""
     read, write = os.pipe()
     os.close(read)  # the reader has left before anything is written
     try:
-        done = _ended_by(answer, tmp_path, stdout=write, stderr=subprocess.PIPE)
+        done = _ended_by(program, tmp_path, stdout=write, stderr=subprocess.PIPE)
     finally:
         os.close(write)
-    assert (done.returncode, done.stderr) == (1, b"")
+    assert (done.returncode, done.stderr) == (code, b"")
+
+
+@pytest.mark.parametrize("rattler", [False, True], ids=["python-exit", "rattler-exit"])
+def test_an_output_that_cannot_be_written_fails_the_command(rattler: bool, tmp_path: Path) -> None:
+    """A short output to a full disk (/dev/full) is an error, said once, exit 1: also where rattler was loaded and
+    the process ends by `os._exit`, which skips the final flush that would otherwise have met it (exit 0 before)."""
+    program = ("import rattler\n" if rattler else "") + "print('a row'); code = 0"
+    with open("/dev/full", "wb") as full:
+        done = _ended_by(program, tmp_path, stdout=full, stderr=subprocess.PIPE)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines[0] == "error: the output could not be written (No space left on device)" and len(lines) == 2
+    assert lines[1].startswith("hint: ")
+
+
+def test_a_command_started_without_stdout_ends_as_it_answered(tmp_path: Path) -> None:
+    """`lockgen ... >&-` (a cron line, a daemon): Python has no stdout to flush; the command's own code."""
+    done = _ended_by("code = 0", tmp_path, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_a_ctrl_c_while_the_output_waits_on_a_full_pipe_is_an_interrupt(tmp_path: Path) -> None:
+    """The reader stopped reading (a pager left open) and the last output waits on a full pipe when Ctrl-C comes:
+    `interrupted`, exit 130, the output not written (no traceback from the final flush, no SIGINT death)."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    with contextlib.suppress(BlockingIOError):
+        while os.write(write, b"x" * 65536):  # the pipe full: the child's flush waits
+            pass
+    os.set_blocking(write, True)
+    try:
+        done = _ended_by(
+            INTERRUPT_IN_A_WHILE + "print('the last rows'); code = 0",
+            tmp_path,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            preexec_fn=signals_as_from_a_terminal,
+        )
+    finally:
+        os.close(write)
+        os.close(read)
+    assert (done.returncode, done.stderr) == (130, b"interrupted\n")

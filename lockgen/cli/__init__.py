@@ -62,28 +62,49 @@ def main() -> None:
 def _interrupted() -> int:
     """Says `interrupted` and gives the exit code of a Ctrl-C, 130. It also keeps the interrupt, now handled, from
     ending the process by SIGINT: when the KeyboardInterrupt passed through code run from a string (a dataclass or
-    namedtuple being made as a module is imported: CPython runs those through `PyRun_String`), CPython marks it
-    unhandled and at exit kills the process with SIGINT (seen in 4 of 25 Ctrl-Cs of a 1,500-certificate status:
-    exit -2 after `interrupted`). Running any string clears that mark first thing (`run_eval_code_obj`)."""
+    namedtuple being made as a module is imported: CPython runs those through `PyRun_String`), CPython up to 3.13
+    marks it unhandled, and a process run as `python -m lockgen` is then killed by SIGINT at exit (seen in 4 of 25
+    Ctrl-Cs of a 1,500-certificate status: exit -2 after `interrupted`; the installed `lockgen` script exits by
+    another way, which never reads the mark). Running any string clears that mark first thing
+    (`run_eval_code_obj`); where it is not set so (3.14), this costs a few microseconds."""
     print("interrupted", file=sys.stderr)
     exec("", {})  # a constant empty string, run only to clear CPython's mark
     return 130
 
 
 def _flushed(code: object) -> object:
-    """`code`, after stdout's last buffered output is written: a reader that left (`lockgen ... | head` on a short
-    output, met only here) ends the command quietly with 1, as click ends the typer app on a broken pipe, instead of
-    Python's `Exception ignored ... BrokenPipeError` and exit 120 at its own final flush."""
+    """`code`, after stdout's last buffered output is written (Python's own final flush would meet what goes wrong
+    after `main` returned, and say it as `Exception ignored ...`, exit 120, or not at all where rattler's exit skips
+    it): a reader that left (`lockgen ... | head` on a short output) ends the command quietly, with 1 where it had
+    succeeded, as click ends the typer app on a broken pipe; an output that cannot be written (a full disk) says so
+    and fails the command; a Ctrl-C while the flush waits on a full pipe is an interrupt like any other. What was
+    not written is dropped (stdout pointed at /dev/null), so nothing is said of it twice."""
+    if sys.stdout is None:  # started with its stdout closed (`>&-`): nothing was printed
+        return code
+    failed = code if code not in (0, None) else 1
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        return _reader_left(code if code not in (0, None) else 1)
-    except (OSError, ValueError):  # stdout closed by the command itself, or unwritable: Python's own exit says so
-        pass
+        return _reader_left(failed)
+    except KeyboardInterrupt:
+        _reader_left(code)
+        return _interrupted()
+    except ValueError:  # stdout closed by the command itself: nothing is buffered
+        return code
+    except OSError as exc:
+        _reader_left(code)
+        from lockgen.cli.terminal import say_error
+
+        say_error(
+            f"the output could not be written ({exc.strerror or exc})",
+            "free space where the output goes, or send it elsewhere, and run the command again",
+        )
+        return failed
     return code
 
 
 def _reader_left(code: object) -> object:
-    """`code`, stdout pointed at /dev/null first: what is still buffered for the reader that left is dropped."""
+    """`code`, stdout pointed at /dev/null first: what is still buffered for a reader that left, or for an output
+    that cannot be written, is dropped."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
