@@ -277,3 +277,29 @@ def test_the_kernel_trains_and_replays_without_cudnn_attention_and_checks_it_bef
     }
     assert after is True
     assert [check.name for check in results.checks if not check.passed] == []
+
+
+@pytest.mark.parametrize("replayed, matches", [([2.5, 2.4, 2.3, 2.2, 2.1], True), ([2.5, 2.4, 2.3, 9.0, 9.0], False)])
+def test_the_replay_time_is_a_figure_only_of_a_replay_that_computed_the_eager_step(
+    replayed: list[float], matches: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph replay's step time is what lockgen's training floors judge a host-bound step by: a replay whose
+    losses left the eager run's is failed by `replay_matches_eager` and leaves no time (the reason instead)."""
+    import torch
+
+    from verify import graphs
+    from verify.schema import GRAPHS_BF16_REPLAY, GRAPHS_SPEEDUP
+
+    steps = 6
+    eager = {"losses": [2.5, 2.4, 2.3, 2.2, 2.1] + [2.0] * (graphs.WARMUP + steps - 5), "step_s": 0.045}
+    losses = replayed + [2.0] * (graphs.WARMUP + steps - 5)
+    monkeypatch.setattr(graphs, "_replayed", lambda *_: (losses, [0.0204] * steps))
+    results = Results()
+    graphs.cuda_graphs(results, torch.device("cuda"), True, eager)
+    assert ("replay_matches_eager" in failures(results)) is not matches
+    replay = results.figures[GRAPHS_BF16_REPLAY.group][GRAPHS_BF16_REPLAY.name]
+    speedup = results.figures[GRAPHS_SPEEDUP.group][GRAPHS_SPEEDUP.name]
+    if matches:
+        assert replay.value == pytest.approx(20.4) and speedup.value == pytest.approx(45 / 20.4, rel=1e-3)
+    else:
+        assert replay.value is None and speedup.value is None and "replay_matches_eager" in (replay.reason or "")

@@ -121,10 +121,12 @@ def _host_bound_note(figures: Figures) -> str:
 
 def _training_judged(figures: Figures) -> tuple[float, str]:
     """What the training floors judge the bf16 step by: the eager step (factor 1), or, when the host set its pace
-    and the same step was replayed as a CUDA graph (verify.graphs: captured from the same seed, no host in the
-    loop), the replayed step, as the factor eager / replayed that turns the eager step's speedup and model FLOPs
-    into the replay's, and the words that say so. On an idle H200 host whose CPU needed 33-44 ms to issue a step
-    the GPU did in 20 ms, the eager figures alone failed one full run in five of a healthy node."""
+    and the same step was replayed as a CUDA graph faster (verify.graphs: captured from the same seed, no host in
+    the loop; a replay whose losses left the eager run's records no time), the replayed step, as the factor
+    eager / replayed that turns the eager step's speedup and model FLOPs into the replay's, and the words that say
+    so (the eager step's pace stays in them: a host side made slow by the stack itself passes as a slow CPU does).
+    On an idle H200 host whose CPU needed 33-44 ms to issue a step the GPU did in 20 ms, the eager figures alone
+    failed one full run in five of a healthy node."""
     step, replay = figure_at(figures, TRAINING_BF16_STEP), _value(figures, GRAPHS_BF16_REPLAY)
     issue, measured = (step.host_issue_ms, step.value) if step is not None else (None, None)
     if not issue or not measured or not replay or issue < HOST_BOUND_SHARE * measured or replay >= measured:
