@@ -164,11 +164,14 @@ fast_path.answered = answered
 sys.argv[1:] = ["status"]
 cli.main()
 """
-INTERRUPT_IN_A_WHILE = (  # a Ctrl-C half a second from now, as a terminal's would come while the output waits
+INTERRUPT_IN_THE_FLUSH = (  # a Ctrl-C once main's final flush waits, as a terminal's comes while the output waits
     "import signal\n"
-    "def interrupt(*_): raise KeyboardInterrupt\n"
+    "def interrupt(number, frame):\n"
+    "    if frame is not None and frame.f_code.co_name == '_flushed':\n"
+    "        signal.setitimer(signal.ITIMER_REAL, 0)\n"
+    "        raise KeyboardInterrupt\n"
     "signal.signal(signal.SIGALRM, interrupt)\n"
-    "signal.setitimer(signal.ITIMER_REAL, 0.5)\n"
+    "signal.setitimer(signal.ITIMER_REAL, 0.2, 0.2)\n"
 )
 
 
@@ -223,6 +226,16 @@ def test_an_output_that_cannot_be_written_fails_the_command(rattler: bool, tmp_p
     assert lines[1].startswith("hint: ")
 
 
+@pytest.mark.parametrize("rattler", [False, True], ids=["python-exit", "rattler-exit"])
+def test_an_output_and_errors_that_cannot_be_written_fail_the_command(rattler: bool, tmp_path: Path) -> None:
+    """`lockgen ... > log 2>&1` on a full disk: nothing can be said, so the exit code says it (1), whichever way the
+    process ends (not 120 after Python's own exit met the unwritable streams, nor 0)."""
+    program = ("import rattler\n" if rattler else "") + "print('a row'); code = 0"
+    with open("/dev/full", "wb") as full:
+        done = _ended_by(program, tmp_path, stdout=full, stderr=full)
+    assert done.returncode == 1
+
+
 def test_a_command_started_without_stdout_ends_as_it_answered(tmp_path: Path) -> None:
     """`lockgen ... >&-` (a cron line, a daemon): Python has no stdout to flush; the command's own code."""
     done = _ended_by("code = 0", tmp_path, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
@@ -240,7 +253,7 @@ def test_a_ctrl_c_while_the_output_waits_on_a_full_pipe_is_an_interrupt(tmp_path
     os.set_blocking(write, True)
     try:
         done = _ended_by(
-            INTERRUPT_IN_A_WHILE + "print('the last rows'); code = 0",
+            INTERRUPT_IN_THE_FLUSH + "print('the last rows'); code = 0",
             tmp_path,
             stdout=write,
             stderr=subprocess.PIPE,

@@ -6,6 +6,7 @@ every error before the fast path has said anything (one after is worded there, b
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 
@@ -51,7 +52,13 @@ def main() -> None:
     finally:
         if "lockgen.cli.fast_path" in sys.modules:  # `verify`'s kernel, started there, when the command refused first
             sys.modules["lockgen.cli.fast_path"].stop_started_kernel()
-    code = _flushed(code)
+    try:
+        code = _flushed(code)
+    except KeyboardInterrupt:  # a second Ctrl-C while `interrupted` waited to be said
+        code = 130
+    except Exception:  # stderr cannot be written either (a full disk under `> log 2>&1`): the exit code says it
+        _stderr_dropped()
+        code = code if code not in (0, None) else 1
     if "rattler" in sys.modules:
         with contextlib.suppress(OSError, ValueError):  # stdout was flushed above (or could not be)
             sys.stderr.flush()
@@ -67,7 +74,10 @@ def _interrupted() -> int:
     Ctrl-Cs of a 1,500-certificate status: exit -2 after `interrupted`; the installed `lockgen` script exits by
     another way, which never reads the mark). Running any string clears that mark first thing
     (`run_eval_code_obj`); where it is not set so (3.14), this costs a few microseconds."""
-    print("interrupted", file=sys.stderr)
+    try:
+        print("interrupted", file=sys.stderr)
+    except (OSError, ValueError):  # a stderr that cannot be written: the exit code says it
+        _stderr_dropped()
     exec("", {})  # a constant empty string, run only to clear CPython's mark
     return 130
 
@@ -84,7 +94,7 @@ def _flushed(code: object) -> object:
     failed = code if code not in (0, None) else 1
     try:
         sys.stdout.flush()
-    except BrokenPipeError:
+    except (BrokenPipeError, ConnectionResetError):  # a pipe's or a socket's reader left
         return _reader_left(failed)
     except KeyboardInterrupt:
         _reader_left(code)
@@ -95,9 +105,13 @@ def _flushed(code: object) -> object:
         _reader_left(code)
         from lockgen.cli.terminal import say_error
 
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
         say_error(
             f"the output could not be written ({exc.strerror or exc})",
-            "free space where the output goes, or send it elsewhere, and run the command again",
+            "free space where the output goes, or send it elsewhere, and run the command again"
+            if full
+            else "check where the output goes (a file system that failed, a stdout left non-blocking), or send it "
+            "elsewhere, and run the command again",
         )
         return failed
     return code
@@ -108,3 +122,10 @@ def _reader_left(code: object) -> object:
     that cannot be written, is dropped."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return code
+
+
+def _stderr_dropped() -> None:
+    """stderr pointed at /dev/null: it cannot be written (a full disk, a reader gone), so what is still buffered for
+    it is dropped rather than met again by Python's own exit (`Exception ignored ...`, exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr at all (`2>&-`): nothing to drop
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
