@@ -96,7 +96,7 @@ def cuda_graphs(results: Results, device: torch.device, quick: bool, eager: dict
     replay_ms, eager_ms = statistics.median(replay_s) * 1000, eager["step_s"] * 1000
     if not matches:  # the time of a replay that computed something else is no figure of the step (lockgen's
         # training floors judge a host-bound step by the replay's time)
-        reason = "the replay computed something else than the eager step (graphs/replay_matches_eager)"
+        reason = "the replay computed something other than the eager step (graphs/replay_matches_eager)"
         results.figure(GRAPHS_BF16_REPLAY, Figure(None, "ms", reason=reason, eager_step_ms=round(eager_ms, 2)))
         results.figure(GRAPHS_SPEEDUP, Figure(None, "x", reason=reason))
         return

@@ -135,7 +135,7 @@ def verify(
         if entry.value is None and entry.reason
     }
     for name, reason in not_run.items():
-        progress(f"  not run {name}: {reason}")
+        progress(f"  no figure {name}: {reason}")  # not run, or not one to count (a replay that computed otherwise)
     for group, entries in sorted(body.figures.items()):  # a figure measured with a note: what made it slow
         for name, entry in sorted(entries.items()):
             if entry.value is not None and entry.reason:
