@@ -106,13 +106,23 @@ def envelope_checks(
     return [c if c.passed else c.model_copy(update={"detail": c.detail + reason}) for c in checks]
 
 
-def _host_bound_note(figures: Figures) -> str:
-    """Names a bf16 step whose pace the host set: issuing one step took nearly as long as the step itself
-    (verify's `host_issue_ms`), so a slow or contended CPU, not the GPU stack, explains the figure."""
+def _host_bound(figures: Figures) -> tuple[float, float] | None:
+    """(host issue ms, step ms) of a bf16 step whose pace the host set: issuing one step took nearly as long as the
+    step itself (verify's `host_issue_ms`), so a slow or contended CPU, not the GPU stack, explains its figures;
+    None for a step the GPU set the pace of, or one without those figures."""
     step = figure_at(figures, TRAINING_BF16_STEP)
     issue, measured = (step.host_issue_ms, step.value) if step is not None else (None, None)
     if not issue or not measured or issue < HOST_BOUND_SHARE * measured:
+        return None
+    return issue, measured
+
+
+def _host_bound_note(figures: Figures) -> str:
+    """Names a host-bound bf16 step (`_host_bound`) as the cause of a failed training floor."""
+    bound = _host_bound(figures)
+    if bound is None:
         return ""
+    issue, measured = bound
     return (
         f"; the host took {issue:.1f} ms to issue a bf16 step that took {measured:.1f} ms: the step was host-bound"
         " (a slow or busy CPU), so the GPU stack may be sound: re-run on an idle host"
@@ -120,17 +130,17 @@ def _host_bound_note(figures: Figures) -> str:
 
 
 def _training_judged(figures: Figures) -> tuple[float, str]:
-    """What the training floors judge the bf16 step by: the eager step (factor 1), or, when the host set its pace
-    and the same step was replayed as a CUDA graph faster (verify.graphs: captured from the same seed, no host in
-    the loop; a replay whose losses left the eager run's records no time), the replayed step, as the factor
-    eager / replayed that turns the eager step's speedup and model FLOPs into the replay's, and the words that say
-    so (the eager step's pace stays in them: a host side made slow by the stack itself passes as a slow CPU does).
-    On an idle H200 host whose CPU needed 33-44 ms to issue a step the GPU did in 20 ms, the eager figures alone
-    failed one full run in five of a healthy node."""
-    step, replay = figure_at(figures, TRAINING_BF16_STEP), _value(figures, GRAPHS_BF16_REPLAY)
-    issue, measured = (step.host_issue_ms, step.value) if step is not None else (None, None)
-    if not issue or not measured or not replay or issue < HOST_BOUND_SHARE * measured or replay >= measured:
+    """What the training floors judge the bf16 step by: the eager step (factor 1), or, when the step was host-bound
+    (`_host_bound`) and the same step was replayed as a CUDA graph faster (verify.graphs: captured from the same
+    seed, no host in the loop; a replay whose losses left the eager run's records no time), the replayed step, as
+    the factor eager / replayed that turns the eager step's speedup and model FLOPs into the replay's, and the words
+    that say so (the eager step's pace stays in them: a host side made slow by the stack itself passes as a slow CPU
+    does). On an idle H200 host whose CPU needed 33-44 ms to issue a step the GPU did in 20 ms, the eager figures
+    alone failed one full run in five of a healthy node."""
+    bound, replay = _host_bound(figures), _value(figures, GRAPHS_BF16_REPLAY)
+    if bound is None or not replay or replay >= bound[1]:
         return 1.0, ""
+    issue, measured = bound
     return measured / replay, (
         f" (the bf16 step replayed as a CUDA graph, {replay:.1f} ms: the eager step, {measured:.1f} ms, was "
         f"host-bound, the host taking {issue:.1f} ms to issue it)"
