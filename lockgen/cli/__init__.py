@@ -48,7 +48,8 @@ def main() -> None:
     except KeyboardInterrupt:  # before or after typer's own handling (start-up, imports)
         code = _interrupted()
     except BrokenPipeError:  # `lockgen ... | head`: the reader left; end quietly, with the code click ends the typer
-        code = _reader_left(1)  # app's with (1), whichever path answered
+        _dropped(sys.stdout)  # app's with (1), whichever path answered
+        code = 1
     finally:
         if "lockgen.cli.fast_path" in sys.modules:  # `verify`'s kernel, started there, when the command refused first
             sys.modules["lockgen.cli.fast_path"].stop_started_kernel()
@@ -57,8 +58,8 @@ def main() -> None:
     except KeyboardInterrupt:  # a second Ctrl-C while `interrupted` waited to be said
         code = 130
     except Exception:  # stderr cannot be written either (a full disk under `> log 2>&1`): the exit code says it
-        _stderr_dropped()
-        code = code if code not in (0, None) else 1
+        _dropped(sys.stderr)
+        code = _failed(code)
     if "rattler" in sys.modules:
         with contextlib.suppress(OSError, ValueError):  # stdout was flushed above (or could not be)
             sys.stderr.flush()
@@ -77,7 +78,7 @@ def _interrupted() -> int:
     try:
         print("interrupted", file=sys.stderr)
     except (OSError, ValueError):  # a stderr that cannot be written: the exit code says it
-        _stderr_dropped()
+        _dropped(sys.stderr)
     exec("", {})  # a constant empty string, run only to clear CPython's mark
     return 130
 
@@ -91,18 +92,18 @@ def _flushed(code: object) -> object:
     not written is dropped (stdout pointed at /dev/null), so nothing is said of it twice."""
     if sys.stdout is None:  # started with its stdout closed (`>&-`): nothing was printed
         return code
-    failed = code if code not in (0, None) else 1
     try:
         sys.stdout.flush()
     except (BrokenPipeError, ConnectionResetError):  # a pipe's or a socket's reader left
-        return _reader_left(failed)
+        _dropped(sys.stdout)
+        return _failed(code)
     except KeyboardInterrupt:
-        _reader_left(code)
+        _dropped(sys.stdout)
         return _interrupted()
     except ValueError:  # stdout closed by the command itself: nothing is buffered
         return code
     except OSError as exc:
-        _reader_left(code)
+        _dropped(sys.stdout)
         from lockgen.cli.terminal import say_error
 
         full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
@@ -113,19 +114,29 @@ def _flushed(code: object) -> object:
             else "check where the output goes (a file system that failed, a stdout left non-blocking), or send it "
             "elsewhere, and run the command again",
         )
-        return failed
+        return _failed(code)
     return code
 
 
-def _reader_left(code: object) -> object:
-    """`code`, stdout pointed at /dev/null first: what is still buffered for a reader that left, or for an output
-    that cannot be written, is dropped."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return code
+def _failed(code: object) -> object:
+    """The exit code of a command that `code` ended but whose output failed: its own where it had failed, else 1."""
+    return code if code not in (0, None) else 1
 
 
-def _stderr_dropped() -> None:
-    """stderr pointed at /dev/null: it cannot be written (a full disk, a reader gone), so what is still buffered for
-    it is dropped rather than met again by Python's own exit (`Exception ignored ...`, exit 120)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr at all (`2>&-`): nothing to drop
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+def _dropped(stream: object) -> None:
+    """`stream` (stdout or stderr) pointed at /dev/null: it cannot be written (a reader gone, a full disk), so what
+    is still buffered for it is dropped rather than met again by Python's own exit (`Exception ignored ...`, exit
+    120). Nothing to drop where there is no such stream (`>&-`)."""
+    fileno = getattr(stream, "fileno", None)  # None where there is no such stream
+    if fileno is None:
+        return
+    try:
+        target, null = fileno(), os.open(os.devnull, os.O_WRONLY)
+    except (OSError, ValueError):
+        return
+    try:
+        os.dup2(null, target)
+    except OSError:
+        pass
+    finally:
+        os.close(null)

@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lockgen.core.certificate.numerics_votes import (
-    likely_cause,
-)
+from lockgen.core.certificate.numerics_votes import likely_cause
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
 from lockgen.model.fingerprint import digests_text
 from lockgen.model.json_values import JsonObject
