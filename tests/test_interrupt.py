@@ -80,10 +80,10 @@ def _stack(folder: Path, url: str) -> Path:
 
 
 def _interrupted(
-    command: list[str], slow: _Slow, env: dict[str, str], cwd: Path, group: bool = True
+    command: list[str], slow: _Slow, env: dict[str, str], cwd: Path, group: bool = True, sent: int = signal.SIGINT
 ) -> subprocess.CompletedProcess[str]:
-    """Runs `lockgen COMMAND` in its own process group and sends SIGINT once the slow request came: to the
-    group, as a terminal's Ctrl-C does, or (`group=False`, `kill -INT PID`) to lockgen alone."""
+    """Runs `lockgen COMMAND` in its own process group and sends `sent` (SIGINT) once the slow request came: to
+    the group, as a terminal's Ctrl-C does, or (`group=False`, `kill -INT PID`) to lockgen alone."""
     process = subprocess.Popen(
         [sys.executable, "-m", "lockgen", *command],
         stdout=subprocess.PIPE,
@@ -97,7 +97,7 @@ def _interrupted(
     try:
         assert slow.asked.wait(timeout=180), "the run never asked for the slow file"
         time.sleep(1)  # well inside the download
-        (os.killpg if group else os.kill)(process.pid, signal.SIGINT)
+        (os.killpg if group else os.kill)(process.pid, sent)
         out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
@@ -110,8 +110,19 @@ def _environment(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "NO_COLOR": "1", "LOCKGEN_HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "tmp")}
 
 
-@pytest.mark.parametrize("group", [True, False], ids=["ctrl-c", "kill-int"])
-def test_ctrl_c_during_materialize_leaves_nothing(tmp_path: Path, index: tuple[str, _Slow], group: bool) -> None:
+@pytest.mark.parametrize(
+    ("group", "sent", "said", "code"),
+    [
+        (True, signal.SIGINT, "interrupted", 130),
+        (False, signal.SIGINT, "interrupted", 130),
+        (False, signal.SIGTERM, "terminated", 143),  # a scheduler's cancel, `kill`: the same clean-up
+        (False, signal.SIGHUP, "hung up", 129),
+    ],
+    ids=["ctrl-c", "kill-int", "kill-term", "kill-hup"],
+)
+def test_ctrl_c_during_materialize_leaves_nothing(
+    tmp_path: Path, index: tuple[str, _Slow], group: bool, sent: int, said: str, code: int
+) -> None:
     url, slow = index
     env = _environment(tmp_path)
     stack = _stack(tmp_path / "stack", url)
@@ -127,9 +138,10 @@ def test_ctrl_c_during_materialize_leaves_nothing(tmp_path: Path, index: tuple[s
         env,
         REPO,
         group,
+        sent,
     )
-    assert done.returncode == 130, done.stderr
-    assert done.stderr.splitlines()[-1] == "interrupted" and done.stderr.count("interrupted") == 1, done.stderr
+    assert done.returncode == code, done.stderr
+    assert done.stderr.splitlines()[-1] == said and done.stderr.count(said) == 1, done.stderr
     assert "Traceback" not in done.stderr and "Aborted" not in done.stderr and done.stdout == ""
     assert sorted(p.name for p in envs.iterdir()) == []  # no environment, no `.env.tmp-PID`, no `.env.lock`
     assert list((tmp_path / "tmp").iterdir()) == []  # lockgen's requirements file for uv

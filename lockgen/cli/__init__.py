@@ -25,12 +25,42 @@ def _by_interrupt(exit_: BaseException) -> bool:
     return False
 
 
+_STOPPED = {"SIGTERM": "terminated", "SIGHUP": "hung up"}  # signals that end a command as Ctrl-C does
+_stopped_by: int | None = None  # the signal (of `_STOPPED`) that ended this command, None for Ctrl-C or none
+
+
+def _stop_cleanly(number: int, _frame: object) -> None:
+    """SIGTERM (a scheduler's cancel, `kill`, a container's stop) and SIGHUP (a closed terminal) unwind the command
+    as Ctrl-C does, so its clean-up runs (the temporary folders, the kernel `verify` started) instead of the
+    process dying with them left behind. A second one ends the process at once, as the signal's default does."""
+    import signal
+
+    global _stopped_by
+    _stopped_by = number
+    signal.signal(number, signal.SIG_DFL)
+    raise KeyboardInterrupt
+
+
+def _stop_cleanly_on_signals() -> None:
+    """`_stop_cleanly` for SIGTERM and SIGHUP, where they are at their defaults: one its parent ignores (SIGHUP
+    under `nohup`) stays ignored. `run` and `shell` become their command: exec gives it the defaults back, so
+    every signal sent to lockgen is then the command's own."""
+    import signal
+
+    for name in _STOPPED:
+        number = getattr(signal, name)
+        if signal.getsignal(number) is signal.SIG_DFL:
+            signal.signal(number, _stop_cleanly)
+
+
 def main() -> None:
     """Runs the app. Ctrl-C, in any command, ends it with one `interrupted` line and exit 130, after the
-    work's own clean-up has run (each temporary folder is removed as the interrupt unwinds its `finally`).
-    When rattler was loaded, the process ends with `os._exit` after flushing: its native (tokio) threads can
-    take the GIL while the interpreter finalises, which aborts Python < 3.14 at exit (CPython issue 87135;
-    seen here in about one run in eight under load), after all work is done."""
+    work's own clean-up has run (each temporary folder is removed as the interrupt unwinds its `finally`);
+    SIGTERM and SIGHUP likewise, with `terminated` (exit 143) and `hung up` (129). When rattler was loaded, the
+    process ends with `os._exit` after flushing: its native (tokio) threads can take the GIL while the interpreter
+    finalises, which aborts Python < 3.14 at exit (CPython issue 87135; seen here in about one run in eight under
+    load), after all work is done."""
+    _stop_cleanly_on_signals()
     try:
         from lockgen.cli.fast_path import answered
 
@@ -68,19 +98,25 @@ def main() -> None:
 
 
 def _interrupted() -> int:
-    """Says `interrupted` and gives the exit code of a Ctrl-C, 130. It also keeps the interrupt, now handled, from
-    ending the process by SIGINT: when the KeyboardInterrupt passed through code run from a string (a dataclass or
-    namedtuple being made as a module is imported: CPython runs those through `PyRun_String`), CPython up to 3.13
-    marks it unhandled, and a process run as `python -m lockgen` is then killed by SIGINT at exit (seen in 4 of 25
-    Ctrl-Cs of a 1,500-certificate status: exit -2 after `interrupted`; the installed `lockgen` script exits by
-    another way, which never reads the mark). Running any string clears that mark first thing
-    (`run_eval_code_obj`); where it is not set so (3.14), this costs a few microseconds."""
+    """Says `interrupted` and gives the exit code of a Ctrl-C, 130 (of SIGTERM or SIGHUP: `terminated` or
+    `hung up`, and 128 + the signal's number, as a shell reports a command those ended). It also keeps the
+    interrupt, now handled, from ending the process by SIGINT: when the KeyboardInterrupt passed through code run
+    from a string (a dataclass or namedtuple being made as a module is imported: CPython runs those through
+    `PyRun_String`), CPython up to 3.13 marks it unhandled, and a process run as `python -m lockgen` is then killed
+    by SIGINT at exit (seen in 4 of 25 Ctrl-Cs of a 1,500-certificate status: exit -2 after `interrupted`; the
+    installed `lockgen` script exits by another way, which never reads the mark). Running any string clears that
+    mark first thing (`run_eval_code_obj`); where it is not set so (3.14), this costs a few microseconds."""
+    said, code = "interrupted", 130
+    if _stopped_by is not None:
+        import signal
+
+        said, code = _STOPPED[signal.Signals(_stopped_by).name], 128 + _stopped_by
     try:
-        print("interrupted", file=sys.stderr)
+        print(said, file=sys.stderr)
     except (OSError, ValueError):  # a stderr that cannot be written: the exit code says it
         _dropped(sys.stderr)
     exec("", {})  # a constant empty string, run only to clear CPython's mark
-    return 130
+    return code
 
 
 def _flushed(code: object) -> object:
