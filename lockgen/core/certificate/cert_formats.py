@@ -28,11 +28,11 @@ from typing import Any
 from lockgen.core.certificate.numerics import ReferenceJudgement
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
+from lockgen.model.certificate_time import CREATED_FORM, created_moment, created_text
 from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
 from lockgen.model.names import UNSHOWABLE
 
 NFD_NAMESPACE = "lockgen.io"
-_CREATED = "%Y-%m-%dT%H:%M:%SZ"
 _IDENTITY_LABELS = ("target", "arch", "mode", "lock_sha256", "image_digest")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -59,14 +59,15 @@ def _xml(text: str) -> str:
 
 
 def _created_at(body: CertificateBody) -> dt.datetime:
-    """When the certificate's run started (UTC), as `lockgen verify` records it."""
-    try:
-        return dt.datetime.strptime(body.created, _CREATED).replace(tzinfo=dt.timezone.utc)
-    except ValueError:
+    """When the certificate's run started (UTC), read by the one rule of `certificate_time` that the model and a
+    fleet's status hold it to: every format reads it so (a body made in code is not validated by the model)."""
+    found = created_moment(body.created)
+    if found is None:
         raise LockFormatError(
-            f"the certificate's time {_one_line(body.created)!r} is not YYYY-MM-DDTHH:MM:SSZ",
+            f"the certificate's time {_one_line(body.created)!r} is not {CREATED_FORM} (UTC, a real date and time)",
             "certificates are written by `lockgen verify`; use the original file",
-        ) from None
+        )
+    return found
 
 
 def _numeric_figures(body: CertificateBody) -> list[tuple[str, str, str, float]]:
@@ -215,7 +216,7 @@ def nfd_features(
     lines = [
         f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, "
         f"{'passed' if body.passed else 'FAILED'}",
-        f"# +expiry-time={expiry.strftime(_CREATED)}",
+        f"# +expiry-time={created_text(expiry)}",
     ]
     if body.passed:
         lines += [f"{NFD_NAMESPACE}/{name}={lock[:12]}", f"{NFD_NAMESPACE}/{name}{_NFD_SUFFIX}={body.arch}"]
@@ -245,7 +246,7 @@ def npd_status(body: CertificateBody) -> str:
     """Node Problem Detector's message for the certificate, one line (NPD cuts it at `max_output_length`, so
     the failed checks' names come first and their details stay in the certificate)."""
     lock = f", lock {_one_line(body.subject.lock_sha256[:12])}" if body.subject.lock_sha256 else ""
-    run = _one_line(str(body.created))
+    run = created_text(_created_at(body))
     if body.passed:
         return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {run}{lock})"
     failures = body.failures()
@@ -276,7 +277,7 @@ def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = N
         errors="0",
         skipped="0",
         time=f"{body.duration_s:.1f}",
-        timestamp=_created_at(body).strftime("%Y-%m-%dT%H:%M:%S"),
+        timestamp=_created_at(body).replace(tzinfo=None).isoformat(),  # xs:dateTime: a 4-digit year, no zone
     )
     properties = ET.SubElement(suite, "properties")
     covered = {
@@ -341,7 +342,7 @@ def rendering_notes(
         notes.append(f"node_exporter's textfile collector reads only *.prom files, not `{out.name}`")
     if fmt == "nfd" and _nfd_expiry(body, valid_for) <= now:
         notes.append(
-            f"these node features expired at {_nfd_expiry(body, valid_for).strftime(_CREATED)} "
+            f"these node features expired at {created_text(_nfd_expiry(body, valid_for))} "
             f"(the certificate's run was at {body.created}): NFD ignores them; certify again, "
             "or pass a longer --valid-for"
         )
