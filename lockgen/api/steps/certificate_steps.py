@@ -141,7 +141,7 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
     if signed_by is None:
         raise LockFormatError(
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
-            "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
+            "read it without --key (its figures are then unproven), or sign it: lockgen verify --key",
         )
     signing.check_signed(document, _signer_of(path, signed_by, keys))  # the file proven canonical once, above
     return certificate
@@ -150,8 +150,10 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
 def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
     key = keys.get(signed_by)
     if key is None:
+        tried = ", ".join(f"{key_id} of `{shown(str(given))}`" for key_id, given in keys.items())
         raise LockFormatError(
-            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is",
+            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is (keys tried: "
+            f"{tried})",
             "pass --key with the signer's public key (KEY.pub); repeat --key for two signers",
         )
     return key
