@@ -2,7 +2,7 @@
 compare` take them (signed by any one, it verifies; by none, the keys tried are named); without a key, a signed
 certificate refused by both (export once rendered a forged figure); a certificate's time held to one rule
 (`model.certificate_time`) by the model, the plain validation a fleet's status makes, a fleet's ages and every
-export format."""
+export format; and Prometheus label values printed with no character a terminal would act on."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 from pydantic_core import ValidationError as CoreValidationError
 from typer.testing import CliRunner
@@ -26,6 +27,7 @@ from lockgen.core.fleet.fleet_status import moment
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody
 from lockgen.model.certificate_time import created_moment, created_text
+from lockgen.model.names import UNSHOWABLE, escaped
 from tests.conftest import REPO
 
 TEMPLATE = REPO / "envs" / "examples" / "h200-system" / "h200-lock-full.cert.json"  # passed, bound to a lock
@@ -195,3 +197,36 @@ def test_the_earliest_year_is_written_in_four_digits() -> None:
     assert XS_DATETIME.fullmatch(suite.get("timestamp") or "")
     assert "# +expiry-time=0001-01-08T00:00:00Z" in nfd_features(body)
     assert "(run 0001-01-01T00:00:00Z" in npd_status(body)
+
+
+LABEL_TEXT = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
+    ["sm90\x1b[31m", "a\u202eb", "line\nbreak", 'quote " and \\ slash', "\x9b2J"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(arch=LABEL_TEXT, target=LABEL_TEXT)
+def test_prometheus_label_values_carry_no_character_a_terminal_acts_on(arch: str, target: str) -> None:
+    """Every label value keeps valid exposition text (Prometheus's parser reads it back) with each character a
+    terminal would not show written as its escape (`names.escaped`), a newline as Prometheus's own `\\n`. Failed
+    before: `arch="sm90\\x1b[31m"` reached the terminal with a raw ESC."""
+    body = CertificateBody.model_validate(BODY)
+    odd = body.model_copy(update={"arch": arch, "subject": body.subject.model_copy(update={"target": target})})
+    text = prometheus_text(odd)
+    assert not UNSHOWABLE.search(text.replace("\n", "")), ascii(text)
+    [passed] = [
+        sample.labels
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "lockgen_certificate_passed"
+    ]
+    assert passed["arch"] == "\n".join(escaped(line) for line in arch.split("\n"))
+    assert passed["target"] == "\n".join(escaped(line) for line in target.split("\n"))
+
+
+def test_cert_export_prints_an_escaped_label_to_the_terminal(tmp_path: Path) -> None:
+    k1, _ = _keys(tmp_path)
+    certificate = tmp_path / "n1.cert.json"
+    certificate.write_text(signed_file(_body(arch="sm90\x1b[31m"), k1))
+    code, out, err = _cli("cert", "export", str(certificate), "--format", "prom", "--key", f"{k1}.pub")
+    assert code == 0 and "\x1b" not in out and 'arch="sm90\\\\x1b[31m"' in out, (out, err)

@@ -5,8 +5,9 @@ valid); writing the text, atomically, is the caller's. prometheus-client builds 
 imported only when one is rendered, so `lockgen verify` without `--emit prom` needs no more wheels.
 
 Every string of a certificate reaches these formats cleaned: no control character ends a line early or
-breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed (the library escapes the
-values), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
+breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed, and a label value's characters a
+terminal would not show are written as their escapes (`\\x1b`: still a valid value; the library escapes `\\`,
+`"` and newlines), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
 
 A certificate judged against a pinned numerics reference (`cert export --expect-numerics`, `verify
 --expect-numerics --emit`: a `numerics.ReferenceJudgement`) says so in each: its `numerics/expected_fingerprint`
@@ -30,7 +31,7 @@ from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
 from lockgen.model.certificate_time import CREATED_FORM, created_moment, created_text
 from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
-from lockgen.model.names import UNSHOWABLE
+from lockgen.model.names import UNSHOWABLE, escaped
 
 NFD_NAMESPACE = "lockgen.io"
 _IDENTITY_LABELS = ("target", "arch", "mode", "lock_sha256", "image_digest")
@@ -45,6 +46,14 @@ _NFD_NUMERICS = ".numerics"
 def _utf8(text: str) -> str:
     """`text` as UTF-8 can carry it: a lone surrogate (JSON's `\\ud800`) becomes `?`."""
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _label_value(text: str) -> str:
+    """`text` for a Prometheus label value: each character a terminal would not show as it is written as its escape
+    (`names.escaped`: ESC as the four characters `\\x1b`), so a rendering printed to a terminal cannot drive it;
+    a newline is left to the library, whose `\\n` is Prometheus's own escape. Still a valid label value, which
+    Prometheus reads as those characters (a value that held a backslash and `x1b` reads the same)."""
+    return "\n".join(escaped(line) for line in _utf8(text).split("\n"))
 
 
 def _one_line(text: str) -> str:
@@ -93,7 +102,7 @@ class _CertificateCollector:
 
         body = self._body
         identity = [
-            _utf8(value or "")
+            _label_value(value or "")
             for value in (
                 body.subject.target,
                 body.arch,
@@ -134,7 +143,7 @@ class _CertificateCollector:
             labels=(*_IDENTITY_LABELS, "group", "name", "unit"),
         )
         for group, name, unit, value in _numeric_figures(body):
-            figures.add_metric([*identity, _utf8(group), _utf8(name), _utf8(unit)], value)
+            figures.add_metric([*identity, _label_value(group), _label_value(name), _label_value(unit)], value)
         yield from (passed, created, duration, checks, figures)
         if self._judgement is not None:
             match = GaugeMetricFamily(
@@ -144,7 +153,7 @@ class _CertificateCollector:
                 labels=(*_IDENTITY_LABELS, "differing", "cause"),
             )
             match.add_metric(
-                [*identity, _utf8(",".join(self._judgement.differing)), _utf8(self._judgement.cause)],
+                [*identity, _label_value(",".join(self._judgement.differing)), _label_value(self._judgement.cause)],
                 1.0 if self._judgement.check.passed else 0.0,
             )
             yield match
