@@ -46,7 +46,7 @@ NFD_LINE = re.compile(
 
 
 def body_of(path: Path, key: Path | None = None) -> CertificateBody:
-    return check_certificate(path, key, None).certificate
+    return check_certificate(path, [key] if key else [], None).certificate
 
 
 def raw_body(path: Path) -> dict:
@@ -245,9 +245,12 @@ def test_cert_export_writes_each_format_atomically_and_npd_exits_with_the_verdic
     assert (ok.returncode, ok.stdout.count("\n"), ok.stderr) == (0, 1, "") and "passed 42 checks" in ok.stdout
     problem = run_cli("cert", "export", str(CUDNN_OFF), "--format", "npd", "--key", str(KEY))
     assert (problem.returncode, problem.stdout.count("\n")) == (1, 1) and "conv_bf16_floor" in problem.stdout
-    printed = run_cli("cert", "export", str(TF32_OFF), "--format", "junit")  # no --key: its form is checked only
-    assert printed.returncode == 0 and ET.fromstring(printed.stdout).find("testsuite").get("failures") == "1"
-    note = run_cli("cert", "export", str(PASSED), "--format", "prom", "--out", str(tmp_path / "metrics.txt"))
+    unproven = run_cli("cert", "export", str(TF32_OFF), "--format", "junit")  # signed, no --key: as `cert verify`
+    _fails_cleanly(unproven)
+    assert "but no --key was given" in unproven.stderr and unproven.stdout == ""
+    note = run_cli(
+        "cert", "export", str(PASSED), "--format", "prom", "--key", str(KEY), "--out", str(tmp_path / "metrics.txt")
+    )
     assert note.returncode == 0 and "reads only *.prom files" in note.stderr
 
 
@@ -256,7 +259,9 @@ def test_cert_export_refuses_a_wrong_key_bad_input_and_bad_flags(tmp_path: Path)
     out = tmp_path / "lockgen.prom"
     out.write_text("old\n")
     _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "prom", "--key", str(KEY), "--out", str(out)))
-    _fails_cleanly(run_cli("cert", "export", str(TF32_OFF), "--format", "nfd", "--out", str(out)))  # no lock
+    no_lock = run_cli("cert", "export", str(H200 / "h200-full.cert.json"), "--format", "nfd", "--key", str(KEY))
+    _fails_cleanly(no_lock)
+    assert "covers no lock" in no_lock.stderr
     _fails_cleanly(run_cli("cert", "export", str(tmp_path / "missing.cert.json"), "--format", "npd"))
     for flags in (
         ["--format", "xml"],
@@ -402,27 +407,30 @@ def _scrape(exporter: subprocess.Popen, url: str) -> str:
 @pytest.mark.slow
 def test_node_exporter_serves_the_exported_metrics(tmp_path: Path) -> None:
     """Debian's prometheus-node-exporter reads the textfile directory the way fleets deploy it: the metrics of
-    two certificates (a passed image certificate, a degraded one) come back with their values and labels."""
+    two certificates (a passed image certificate, a degraded one, both signed by KEY) come back with their values
+    and labels."""
     binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
     assert binary, "node_exporter is missing: apt-get install -y prometheus-node-exporter (.ci/run does)"
     textfiles = tmp_path / "textfile"
-    for name, path in (("image", IMAGE), ("tf32", TF32_OFF)):
-        exported = run_cli("cert", "export", str(path), "--format", "prom", "--out", str(textfiles / f"{name}.prom"))
+    for name, path in (("image", IMAGE), ("cudnn", CUDNN_OFF)):
+        exported = run_cli(
+            "cert", "export", str(path), "--format", "prom", "--key", str(KEY), "--out", str(textfiles / f"{name}.prom")
+        )
         assert exported.returncode == 0, exported.stderr
     scraped = _scraped_by_node_exporter(binary, textfiles)
     assert scraped[("node_textfile_scrape_error", frozenset())] == 0  # node_exporter read both files without error
-    image, tf32 = raw_body(IMAGE), raw_body(TF32_OFF)
+    image, degraded = raw_body(IMAGE), raw_body(CUDNN_OFF)
     assert scraped[("lockgen_certificate_passed", identity(image))] == 1
-    assert scraped[("lockgen_certificate_passed", identity(tf32))] == 0
-    assert scraped[("lockgen_certificate_checks", identity(tf32, status="failed"))] == 1
+    assert scraped[("lockgen_certificate_passed", identity(degraded))] == 0
+    assert scraped[("lockgen_certificate_checks", identity(degraded, status="failed"))] == 2
     bf16 = image["figures"]["gemm"]["bf16"]
     assert scraped[("lockgen_figure", identity(image, group="gemm", name="bf16", unit="TFLOP/s"))] == bf16["value"]
     assert (
-        scraped[("lockgen_figure", identity(tf32, group="gemm", name="tf32", unit="TFLOP/s"))]
-        == tf32["figures"]["gemm"]["tf32"]["value"]
+        scraped[("lockgen_figure", identity(degraded, group="gemm", name="tf32", unit="TFLOP/s"))]
+        == degraded["figures"]["gemm"]["tf32"]["value"]
     )
     assert sum(name == "lockgen_figure" for name, _ in scraped) == len(numeric_figures(image)) + len(
-        numeric_figures(tf32)
+        numeric_figures(degraded)
     )
 
 
@@ -557,7 +565,17 @@ def test_cert_export_judges_against_a_pinned_reference_and_node_exporter_reads_i
     other_key = tmp_path / "other-key.json"
     numerics = raw_body(good)["numerics"]
     other_key.write_text(json.dumps({**numerics, "key": {**numerics["key"], "driver": "575.57.08"}}))
-    junit = run_cli("cert", "export", str(good), "--format", "junit", "--expect-numerics", str(other_key))
+    junit = run_cli(
+        "cert",
+        "export",
+        str(good),
+        "--format",
+        "junit",
+        "--key",
+        str(NUMERICS_KEY),
+        "--expect-numerics",
+        str(other_key),
+    )
     [case] = [
         case for case in ET.fromstring(junit.stdout).iter("testcase") if case.get("name") == "expected_fingerprint"
     ]

@@ -132,7 +132,7 @@ def test_cert_verify_of_an_edited_certificate(tmp_path: Path, data: st.DataObjec
     key = REPO / "envs" / "examples" / "h200-system" / "h200-signing.pub"
     for public in (None, key):
         try:
-            check_certificate(path, public, None)
+            check_certificate(path, [public] if public else [], None)
         except LockgenError as error:
             _clean_failure(error)
             continue

@@ -332,7 +332,7 @@ def test_a_certificate_dated_9999_exported_for_nfd_is_one_error(tmp_path: Path, 
     certificate = tmp_path / "late.cert.json"
     certificate.write_text(signing.render(document))
     with pytest.raises(UserError, match="would expire after the year 9999"):
-        export_certificate(certificate, "nfd", signed[1], None)
+        export_certificate(certificate, "nfd", [signed[1]], None)
 
 
 def test_an_archive_or_lock_written_where_no_file_can_be_made_is_one_error(tmp_path: Path) -> None:

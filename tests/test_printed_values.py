@@ -154,14 +154,19 @@ def test_a_certificate_s_text_is_shown_escaped_by_cert_verify_certs_and_fleet_st
 
 
 def test_a_certificate_s_time_is_shown_escaped_and_fleet_status_refuses_it_by_name(tmp_path: Path) -> None:
+    """A time that is not the one rule's (`model.certificate_time`) makes no certificate: `certs` lists it not, `cert
+    verify` refuses it and a fleet's status refuses it by its node and file, each naming the time escaped."""
     created = "2026-12-01\n\x1b[2J\u202e"
-    _certificate(tmp_path, "n1.cert.json", created=created)
+    path = _certificate(tmp_path, "n1.cert.json", created=created)
     listed = CliRunner().invoke(app, ["certs", str(tmp_path)])
-    assert listed.exit_code == 0 and listed.stdout.startswith(escaped(created) + " sm90"), listed.stdout
+    assert listed.exit_code == 0 and listed.stdout == "", listed.stdout
+    refusal = f"is not a lockgen certificate: at certificate.created, `{escaped(created)}` is not YYYY-MM-DDTHH:MM:SSZ "
+    verified = CliRunner().invoke(app, ["cert", "verify", str(path)])
+    assert verified.exit_code == 1 and refusal in verified.stderr, verified.stderr
     fleet = CliRunner().invoke(app, ["fleet", "status", str(tmp_path)])
     assert fleet.exit_code == 1 and "\x1b" not in fleet.stdout + fleet.stderr, (fleet.stdout, fleet.stderr)
-    assert fleet.stdout == (
-        f"REFUSED n1 {tmp_path / 'n1.cert.json'}: its time `{escaped(created)}` is not YYYY-MM-DDTHH:MM:SSZ\n"
+    assert fleet.stdout.startswith(f"REFUSED n1 {path}: `{path}` {refusal}") and fleet.stdout.count("\n") == 1, (
+        fleet.stdout
     )  # this certificate refused by its node and file, not the whole status (session 30)
 
 
@@ -248,7 +253,7 @@ def test_npd_s_one_line_carries_no_direction_or_invisible_mark() -> None:
     would not show as it is: a right-to-left override in a check's name no longer reorders the line."""
     with tempfile.TemporaryDirectory() as folder:
         cert = _certificate(Path(folder), "n1.cert.json", check="conv\u202e\u200bgnihton\n\x1b[2J")
-        body = check_certificate(cert, None, None).certificate
+        body = check_certificate(cert, [], None).certificate
     line = npd_status(body)
     assert "stack/conv  gnihton  [2J" in line and not _unshowable(line), line
 

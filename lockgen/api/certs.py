@@ -21,7 +21,6 @@ from lockgen.core.certificate.cert_formats import render_certificate, rendering_
 from lockgen.api.steps import team_steps
 from lockgen.api.steps.certificate_steps import (
     list_certificates,
-    read_certificate,
     read_numerics_references,
     read_signed,
 )
@@ -31,7 +30,8 @@ from lockgen.core.certificate.numerics import PairComparison, compare_pair, judg
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, readings
 from lockgen.model.export_formats import NFD_VALID_FOR
-from lockgen.model.results import CertificateExport
+from lockgen.model.names import shown
+from lockgen.model.results import CertificateExport, VerifiedCertificate
 
 
 __all__ = [
@@ -43,7 +43,7 @@ __all__ = [
     "inherited_certificates",
     "keygen",
     "list_certificates",
-    "require_verified",
+    "verified_certificate",
 ]
 
 
@@ -52,9 +52,10 @@ def keygen(path: Path) -> tuple[Path, Path]:
     return signing.keygen(path)
 
 
-def check_certificate(path: Path, public_key: Path | None, lock: Path | None) -> Certificate:
-    """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover."""
-    _, certificate = read_certificate(path, public_key)
+def check_certificate(path: Path, keys: Sequence[Path], lock: Path | None) -> Certificate:
+    """Reads a certificate, refusing changed bytes, a bad signature, or a lock it does not cover; with `keys`
+    (public keys, `--key` repeated), refusing it unless it is signed by one of them and its signature verifies."""
+    certificate = read_signed(path, signers(keys))
     if lock is not None:
         digest = lock_file.read(lock).sha256
         covered = certificate.certificate.subject.lock_sha256
@@ -72,35 +73,39 @@ def check_certificate(path: Path, public_key: Path | None, lock: Path | None) ->
     return certificate
 
 
-def require_verified(path: Path, certificate: Certificate, public_key: Path | None) -> str:
-    """What `cert verify` could prove: a signed certificate checked without its key proves nothing of its
-    content (anyone can rewrite a body and keep it canonical), so that is an error, not a pass."""
-    if public_key is not None:
-        return "signature valid"
+def verified_certificate(path: Path, keys: Sequence[Path], lock: Path | None) -> VerifiedCertificate:
+    """What `cert verify` accepts, and so what `cert export` renders: `check_certificate`'s checks and, without
+    `keys`, a signed certificate refused, since checked without its key it proves nothing of its content (anyone
+    can rewrite a body and keep it canonical). An unsigned one is accepted, its form alone checked, and said so."""
+    certificate = check_certificate(path, keys, lock)
+    if keys:
+        return VerifiedCertificate(certificate, "signature valid")
     if certificate.signature is not None:
         raise UserError(
-            f"`{path}` is signed by key {certificate.signature.key_id}, but no --key was given: only its form "
-            "was checked, not its signature, so its content is unproven",
+            f"`{shown(str(path))}` is signed by key {shown(certificate.signature.key_id)}, but no --key was given: "
+            "only its form was checked, not its signature, so its content is unproven",
             "pass --key with the signer's public key (KEY.pub)",
         )
-    return "unsigned: only its form was checked (anyone could have written it)"
+    return VerifiedCertificate(certificate, "unsigned: only its form was checked (anyone could have written it)")
 
 
 def export_certificate(
     path: Path,
     fmt: str,
-    public_key: Path | None,
+    keys: Sequence[Path],
     out: Path | None,
     valid_for: dt.timedelta = NFD_VALID_FOR,
     expect_numerics: Path | None = None,
 ) -> CertificateExport:
-    """The certificate rendered in `fmt` (prom, nfd, npd, junit), after the checks `cert verify` makes (the
-    signature too, with `public_key`); with `expect_numerics` (a reference fingerprint per key, as `verify
-    --expect-numerics` reads it), judged alone against it first, so a node whose bits differ fails in every
-    format. With `out`, written there atomically, so a reader that polls the file (node_exporter, NFD) sees the
-    old rendering or the new, never half of one."""
+    """The certificate rendered in `fmt` (prom, nfd, npd, junit), once `verified_certificate` accepts it, as `cert
+    verify` does (its signature checked with one of `keys`; without keys, only an unsigned certificate, and a note
+    says so); with `expect_numerics` (a reference fingerprint per key, as `verify --expect-numerics` reads it),
+    judged alone against it first, so a node whose bits differ fails in every format. With `out`, written there
+    atomically, so a reader that polls the file (node_exporter, NFD) sees the old rendering or the new, never half
+    of one."""
     references = read_numerics_references(expect_numerics) if expect_numerics is not None else ()
-    body = check_certificate(path, public_key, None).certificate
+    verified = verified_certificate(path, keys, None)
+    body = verified.certificate.certificate
     judgement = None
     if references:
         body, judgement = judged_certificate(body, references)
@@ -108,6 +113,8 @@ def export_certificate(
     if out is not None:
         write_atomic(out, text)
     notes = rendering_notes(body, fmt, out, dt.datetime.now(dt.timezone.utc), valid_for)
+    if not keys:
+        notes.insert(0, f"`{shown(str(path))}` is {verified.checked}")
     return CertificateExport(text=text, passed=body.passed, notes=tuple(notes))
 
 

@@ -69,8 +69,12 @@ def export(
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Write here, atomically, instead of stdout (not for npd)."
     ),
-    key: Optional[Path] = typer.Option(
-        None, "--key", help="The signer's public key (KEY.pub): the signature is checked first."
+    key: list[Path] = typer.Option(
+        [],
+        "--key",
+        help="A signer's public key (KEY.pub): the certificate must be signed by one of the keys given and its "
+        "signature verify, as `cert verify` checks it. Repeatable (one per signer). Without it, only an unsigned "
+        "certificate is rendered.",
     ),
     valid_for: Optional[str] = typer.Option(
         None, "--valid-for", help="nfd: how long after the run the features stay valid (30m, 12h, 7d, 2w; default 7d)."

@@ -178,18 +178,22 @@ def keygen(out: Path = typer.Option(..., "--out", help="Private key path; the pu
 @handles_errors
 def cert_verify(
     cert: Path = typer.Argument(..., help="A certificate file."),
-    key: Optional[Path] = typer.Option(None, "--key", help="The signer's public key (KEY.pub)."),
+    key: list[Path] = typer.Option(
+        [],
+        "--key",
+        help="A signer's public key (KEY.pub): the certificate must be signed by one of the keys given and its "
+        "signature verify. Repeatable (one per signer). Without it, only an unsigned certificate is accepted.",
+    ),
     lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
     as_json: bool = typer.Option(
         False, "--json", help="Print {certificate, checked, arch, gpus, passed, failed} as JSON."
     ),
 ) -> None:
     """Check a certificate: unchanged bytes, a valid signature, the lock it covers; exit 1 if it failed."""
-    from lockgen.api.certs import check_certificate, require_verified
+    from lockgen.api.certs import verified_certificate
 
-    certificate = check_certificate(cert, key, lock)
-    state = require_verified(cert, certificate, key)
-    body = certificate.certificate
+    verified = verified_certificate(cert, key, lock)
+    state, body = verified.checked, verified.certificate.certificate
     where = (
         f"{body.hardware.gpu_count}x {', '.join(sorted(set(body.hardware.gpu_names)))}"
         if body.hardware.gpu_count

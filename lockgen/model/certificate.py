@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal, TypedDict
 
-from pydantic import SerializerFunctionWrapHandler, Strict, field_validator, model_serializer
+from pydantic import SerializerFunctionWrapHandler, Strict, StringConstraints, field_validator, model_serializer
 
 from lockgen.model.base import Frozen
+from lockgen.model.certificate_time import CREATED_PATTERN
 from lockgen.model.json_values import JsonObject
 from verify.schema import FigureRef
 
@@ -28,6 +29,7 @@ Number = Annotated[float, Strict()]
 Count = Annotated[int, Strict()]
 Text = Annotated[str, Strict()]
 Flag = Annotated[bool, Strict()]
+Created = Annotated[str, Strict(), StringConstraints(pattern=CREATED_PATTERN)]  # `certificate_time`'s one rule
 
 
 class Check(Frozen):
@@ -289,7 +291,7 @@ class CertificateBody(Frozen):
     """Everything a certificate attests; its canonical JSON is what gets signed."""
 
     schema_: Text = CERTIFICATE_SCHEMA
-    created: Text
+    created: Created
     tool: Text
     arch: Text
     mode: Text

@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # a type only here: resolve, which returns TargetResult, load
     from lockgen.model.conformance import ConformanceReport
 
 if TYPE_CHECKING:  # a pydantic model: `verify` builds it
-    from lockgen.model.certificate import CertificateBody
+    from lockgen.model.certificate import Certificate, CertificateBody
 
 if TYPE_CHECKING:  # the lock's records: `pin` builds them
     from lockgen.model.lock import Lock
@@ -195,6 +195,15 @@ class Conformance:
             "counts": self.report.counts,
             "report": self.report.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class VerifiedCertificate:
+    """A certificate `cert verify` accepts (and `cert export` renders): the file's certificate, and what was proven
+    of it, in words (`signature valid`, or unsigned and only its form checked)."""
+
+    certificate: Certificate
+    checked: str
 
 
 @dataclass(frozen=True)

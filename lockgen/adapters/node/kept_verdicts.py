@@ -62,6 +62,7 @@ RECORD_LIMIT = 1 << 20  # a record holds one certificate's figures and fingerpri
 RULE_SOURCES = (
     "model/base.py",
     "model/certificate.py",
+    "model/certificate_time.py",
     "model/plain_certificate.py",
     "model/json_values.py",
     "../verify/schema.py",

@@ -23,6 +23,7 @@ from lockgen.core import nesting
 from lockgen.core.certificate.numerics import NumericsReference
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import Certificate, CertificateBody, Numerics, Signature
+from lockgen.model.certificate_time import CREATED_FORM, CREATED_PATTERN
 from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.names import shown
 
@@ -103,8 +104,11 @@ def _not_a_certificate(error: ValidationError, where: str, within: tuple[str, ..
     in the file the document validated lies)."""
     first = error.errors()[0]
     at = ".".join(str(part) for part in (*within, *first["loc"])) or "the top level"
+    said = first["msg"].lower()
+    if first.get("ctx", {}).get("pattern") == CREATED_PATTERN:  # said as the rule, not as its regular expression
+        said = f"`{shown(str(first['input']), 40)}` is not {CREATED_FORM} (UTC, a real date and time)"
     return LockFormatError(
-        f"{where} is not a lockgen certificate: at {at}, {first['msg'].lower()}",
+        f"{where} is not a lockgen certificate: at {at}, {said}",
         "certificates are written by `lockgen verify`; use the original file",
     )
 
@@ -137,7 +141,7 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
     if signed_by is None:
         raise LockFormatError(
             f"`{shown(str(path))}` is not signed, so no --key can prove its figures",
-            "compare it without --key (its figures are then unproven), or sign it: lockgen verify --key",
+            "read it without --key (its figures are then unproven), or sign it: lockgen verify --key",
         )
     signing.check_signed(document, _signer_of(path, signed_by, keys))  # the file proven canonical once, above
     return certificate
@@ -146,8 +150,10 @@ def read_signed(path: Path, keys: dict[str, Path]) -> Certificate:
 def _signer_of(path: Path, signed_by: str, keys: dict[str, Path]) -> Path:
     key = keys.get(signed_by)
     if key is None:
+        tried = ", ".join(f"{key_id} of `{shown(str(given))}`" for key_id, given in keys.items())
         raise LockFormatError(
-            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is",
+            f"`{shown(str(path))}` is signed by key {shown(str(signed_by))}, which no --key given is (keys tried: "
+            f"{tried})",
             "pass --key with the signer's public key (KEY.pub); repeat --key for two signers",
         )
     return key

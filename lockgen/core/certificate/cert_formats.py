@@ -5,8 +5,9 @@ valid); writing the text, atomically, is the caller's. prometheus-client builds 
 imported only when one is rendered, so `lockgen verify` without `--emit prom` needs no more wheels.
 
 Every string of a certificate reaches these formats cleaned: no control character ends a line early or
-breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed (the library escapes the
-values), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
+breaks XML, no lone surrogate breaks UTF-8; Prometheus label names are fixed, and a label value's characters a
+terminal would not show are written as their escapes (`\\x1b`: still a valid value; the library escapes `\\`,
+`"` and newlines), and the one NFD name taken from the certificate, its target, is made a Kubernetes label name.
 
 A certificate judged against a pinned numerics reference (`cert export --expect-numerics`, `verify
 --expect-numerics --emit`: a `numerics.ReferenceJudgement`) says so in each: its `numerics/expected_fingerprint`
@@ -28,11 +29,11 @@ from typing import Any
 from lockgen.core.certificate.numerics import ReferenceJudgement
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import CertificateBody, Check
+from lockgen.model.certificate_time import CREATED_FORM, created_moment, created_text
 from lockgen.model.export_formats import EXPORT_FORMATS, NFD_VALID_FOR
-from lockgen.model.names import UNSHOWABLE
+from lockgen.model.names import UNSHOWABLE, escaped
 
 NFD_NAMESPACE = "lockgen.io"
-_CREATED = "%Y-%m-%dT%H:%M:%SZ"
 _IDENTITY_LABELS = ("target", "arch", "mode", "lock_sha256", "image_digest")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -47,6 +48,14 @@ def _utf8(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def _label_value(text: str) -> str:
+    """`text` for a Prometheus label value: each character a terminal would not show as it is written as its escape
+    (`names.escaped`: ESC as the four characters `\\x1b`), so a rendering printed to a terminal cannot drive it;
+    a newline is left to the library, whose `\\n` is Prometheus's own escape. Still a valid label value, which
+    Prometheus reads as those characters (a value that held a backslash and `x1b` reads the same)."""
+    return "\n".join(escaped(line) for line in _utf8(text).split("\n"))
+
+
 def _one_line(text: str) -> str:
     """`text` for a line of NFD's or NPD's: every character a person's terminal would not show as it is (controls,
     line separators, direction and zero-width marks: `names.UNSHOWABLE`) a space, so the line stays one and reads as
@@ -59,14 +68,15 @@ def _xml(text: str) -> str:
 
 
 def _created_at(body: CertificateBody) -> dt.datetime:
-    """When the certificate's run started (UTC), as `lockgen verify` records it."""
-    try:
-        return dt.datetime.strptime(body.created, _CREATED).replace(tzinfo=dt.timezone.utc)
-    except ValueError:
+    """When the certificate's run started (UTC), read by the one rule of `certificate_time` that the model and a
+    fleet's status hold it to: every format reads it so (a body made in code is not validated by the model)."""
+    found = created_moment(body.created)
+    if found is None:
         raise LockFormatError(
-            f"the certificate's time {_one_line(body.created)!r} is not YYYY-MM-DDTHH:MM:SSZ",
+            f"the certificate's time {_one_line(body.created)!r} is not {CREATED_FORM} (UTC, a real date and time)",
             "certificates are written by `lockgen verify`; use the original file",
-        ) from None
+        )
+    return found
 
 
 def _numeric_figures(body: CertificateBody) -> list[tuple[str, str, str, float]]:
@@ -92,7 +102,7 @@ class _CertificateCollector:
 
         body = self._body
         identity = [
-            _utf8(value or "")
+            _label_value(value or "")
             for value in (
                 body.subject.target,
                 body.arch,
@@ -133,7 +143,7 @@ class _CertificateCollector:
             labels=(*_IDENTITY_LABELS, "group", "name", "unit"),
         )
         for group, name, unit, value in _numeric_figures(body):
-            figures.add_metric([*identity, _utf8(group), _utf8(name), _utf8(unit)], value)
+            figures.add_metric([*identity, _label_value(group), _label_value(name), _label_value(unit)], value)
         yield from (passed, created, duration, checks, figures)
         if self._judgement is not None:
             match = GaugeMetricFamily(
@@ -143,7 +153,7 @@ class _CertificateCollector:
                 labels=(*_IDENTITY_LABELS, "differing", "cause"),
             )
             match.add_metric(
-                [*identity, _utf8(",".join(self._judgement.differing)), _utf8(self._judgement.cause)],
+                [*identity, _label_value(",".join(self._judgement.differing)), _label_value(self._judgement.cause)],
                 1.0 if self._judgement.check.passed else 0.0,
             )
             yield match
@@ -215,7 +225,7 @@ def nfd_features(
     lines = [
         f"# lockgen certificate: {name}, {body.arch} {_one_line(body.mode)}, run at {body.created}, "
         f"{'passed' if body.passed else 'FAILED'}",
-        f"# +expiry-time={expiry.strftime(_CREATED)}",
+        f"# +expiry-time={created_text(expiry)}",
     ]
     if body.passed:
         lines += [f"{NFD_NAMESPACE}/{name}={lock[:12]}", f"{NFD_NAMESPACE}/{name}{_NFD_SUFFIX}={body.arch}"]
@@ -245,7 +255,7 @@ def npd_status(body: CertificateBody) -> str:
     """Node Problem Detector's message for the certificate, one line (NPD cuts it at `max_output_length`, so
     the failed checks' names come first and their details stay in the certificate)."""
     lock = f", lock {_one_line(body.subject.lock_sha256[:12])}" if body.subject.lock_sha256 else ""
-    run = _one_line(str(body.created))
+    run = created_text(_created_at(body))
     if body.passed:
         return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {run}{lock})"
     failures = body.failures()
@@ -276,7 +286,7 @@ def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = N
         errors="0",
         skipped="0",
         time=f"{body.duration_s:.1f}",
-        timestamp=_created_at(body).strftime("%Y-%m-%dT%H:%M:%S"),
+        timestamp=_created_at(body).replace(tzinfo=None).isoformat(),  # xs:dateTime: a 4-digit year, no zone
     )
     properties = ET.SubElement(suite, "properties")
     covered = {
@@ -341,7 +351,7 @@ def rendering_notes(
         notes.append(f"node_exporter's textfile collector reads only *.prom files, not `{out.name}`")
     if fmt == "nfd" and _nfd_expiry(body, valid_for) <= now:
         notes.append(
-            f"these node features expired at {_nfd_expiry(body, valid_for).strftime(_CREATED)} "
+            f"these node features expired at {created_text(_nfd_expiry(body, valid_for))} "
             f"(the certificate's run was at {body.created}): NFD ignores them; certify again, "
             "or pass a longer --valid-for"
         )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import marshal
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from json.encoder import encode_basestring_ascii as _text
 from typing import TYPE_CHECKING, Any
 
 from lockgen.errors import LockFormatError
+from lockgen.model.certificate_time import CREATED_FORM, created_moment
 from lockgen.model.fingerprint import Fingerprint, fingerprint_of
 from lockgen.model.names import shown
 
@@ -262,23 +262,17 @@ def headline_figures(figures: FigureReadings) -> dict[str, tuple[float, str]]:
     return found
 
 
-CREATED = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)Z", re.ASCII)
-
-
 def moment(created: str) -> dt.datetime:
-    """When a certificate's run started, as `lockgen verify` writes it (UTC, YYYY-MM-DDTHH:MM:SSZ); LockFormatError
-    for any other text (a status lists that certificate under `refused`, by its node and file)."""
-    matched = CREATED.fullmatch(created)
-    try:
-        if matched is None:
-            raise ValueError(created)
-        year, month, day, hour, minute, second = map(int, matched.groups())
-        return dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
-    except ValueError:
+    """When a certificate's run started, as `lockgen verify` writes it (`certificate_time`'s one rule: UTC,
+    YYYY-MM-DDTHH:MM:SSZ, a real date); LockFormatError for any other text (a status lists that certificate under
+    `refused`, by its node and file)."""
+    found = created_moment(created)
+    if found is None:
         raise LockFormatError(
-            f"its time `{shown(created, 40)}` is not YYYY-MM-DDTHH:MM:SSZ",
+            f"its time `{shown(created, 40)}` is not {CREATED_FORM}",
             "certificates are written by `lockgen verify`; use the original file",
-        ) from None
+        )
+    return found
 
 
 def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
