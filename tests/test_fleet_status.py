@@ -192,6 +192,11 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=40,
 )
+STRICT_JSON_VALUES = st.recursive(  # what `--json` may write: strict JSON, no NaN nor infinity (`print_json` refuses)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -466,8 +471,8 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(
-    head=st.dictionaries(st.sampled_from(["numerics", "refused"]), JSON_VALUES, max_size=2),
-    rows=st.lists(JSON_VALUES, max_size=4),
+    head=st.dictionaries(st.sampled_from(["numerics", "refused"]), STRICT_JSON_VALUES, max_size=2),
+    rows=st.lists(STRICT_JSON_VALUES, max_size=4),
 )
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
     """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once),
