@@ -4,6 +4,8 @@ certificate, `--json`, and `--html` rendered by headless Chromium and read back 
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 import struct
 import subprocess
@@ -192,6 +194,11 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=40,
 )
+STRICT_JSON_VALUES = st.recursive(  # what `--json` may write: strict JSON, no NaN nor infinity (`print_json` refuses)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=40,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -304,9 +311,9 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
     )
     monkeypatch.setattr(use_case, "NODES_PER_SHARE", 20)
     monkeypatch.setattr(use_case, "PATHS_HELD", 7)  # the paths sorted in runs of 7, spilled and merged
-    paths = use_case.SortedSpill(use_case.certificate_files(folder), key=use_case._by_node, run=7)
+    paths = use_case.SortedSpill(use_case.named_certificate_files(str(folder)), key=use_case._by_node, run=7)
     assert paths.count == 91 and list(paths) == sorted(map(str, folder.rglob("*.cert.json")), key=use_case._by_node)
-    paths = use_case.SortedSpill(use_case.certificate_files(folder), key=use_case._by_node, run=7)
+    paths = use_case.SortedSpill(use_case.named_certificate_files(str(folder)), key=use_case._by_node, run=7)
     shares = use_case._shares(paths, 2)
     assert [held for _, held in shares] == [46, 45]  # n007's two certificates in the first
     report = use_case.fleet_status(  # the folder given twice: each certificate read once
@@ -454,9 +461,12 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
         Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate
     )
     rows = status_rows(
-        [(f"n{node:04d}", "x", facts) for node in range(2000)], dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc), 0.05
+        [(f"n{node:04d}", "x", facts) for node in range(2000)],
+        dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc),
+        0.05,
+        {},
     )
-    page = status_page(rows, "now")
+    page = status_page(rows, "now", [], [], True)
     assert (
         len(page) < 1_000_000
         and page.count("<rect") <= 40 * 5
@@ -466,8 +476,8 @@ def test_the_page_of_a_large_fleet_stays_small() -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(
-    head=st.dictionaries(st.sampled_from(["numerics", "refused"]), JSON_VALUES, max_size=2),
-    rows=st.lists(JSON_VALUES, max_size=4),
+    head=st.dictionaries(st.sampled_from(["numerics", "refused"]), STRICT_JSON_VALUES, max_size=2),
+    rows=st.lists(STRICT_JSON_VALUES, max_size=4),
 )
 def test_the_rows_streamed_are_print_json_byte_for_byte(head: dict, rows: list) -> None:
     """`fleet status --json` writes its rows one at a time (100,000 rows were 400 MB of dicts and text at once),
@@ -500,6 +510,7 @@ NUMBERS = st.floats() | st.sampled_from([0.0, -0.0, 1e16, 1e-7, 123456789.0, 786
     figures=st.dictionaries(TEXTS, st.tuples(NUMBERS, TEXTS), max_size=4),
     regressions=st.lists(TEXTS, max_size=3),
     certificates=st.integers(min_value=0, max_value=10**6),
+    refused=st.integers(min_value=0, max_value=10**6),
     depth=st.integers(min_value=0, max_value=3),
 )
 def test_a_row_s_json_text_is_json_s_own_byte_for_byte(
@@ -510,18 +521,38 @@ def test_a_row_s_json_text_is_json_s_own_byte_for_byte(
     figures: dict[str, tuple[float, str]],
     regressions: list[str],
     certificates: int,
+    refused: int,
     depth: int,
 ) -> None:
     """`StatusRow.json_text`, what `--json` writes of each row (json's indenting encoder is its pure-Python one: 0.3 s
     of 10,000 rows after the cores' work), is `json.dumps(row.as_json(), indent=2, sort_keys=True)` nested `depth`
-    levels, whatever its text (escapes, lone surrogates), numbers (NaN, -0.0, 1e16) and empty lists and figures."""
+    levels, whatever its text (escapes, lone surrogates), numbers (-0.0, 1e16) and empty lists and figures; a NaN or
+    an infinity, which strict JSON has not, neither writes (`allow_nan=False`): ValueError."""
     from lockgen.core.fleet.fleet_status import StatusRow
 
     node, covers, source, created, arch = texts
     row = StatusRow(
-        node, covers, source, created, age_s, arch, passed, tuple(failed), figures, tuple(regressions), certificates
+        node,
+        covers,
+        source,
+        created,
+        age_s,
+        arch,
+        passed,
+        tuple(failed),
+        figures,
+        tuple(regressions),
+        certificates,
+        refused,
     )
-    expected = json.dumps(row.as_json(), indent=2, sort_keys=True).replace("\n", "\n" + "  " * depth)
+    try:
+        expected = json.dumps(row.as_json(), indent=2, sort_keys=True, allow_nan=False).replace(
+            "\n", "\n" + "  " * depth
+        )
+    except ValueError:
+        with pytest.raises(ValueError):
+            row.json_text(depth)
+        return
     assert row.json_text(depth) == expected
 
 
@@ -928,3 +959,75 @@ def test_a_signed_certificate_whose_time_is_not_lockgen_s_is_refused_alone(
     assert refusal["node"] == "odd" and "is not YYYY-MM-DDTHH:MM:SSZ" in refusal["reason"], refusal
     result = run_cli("fleet", "status", str(folder), "--key", str(tmp_path / "k.pub"))
     assert result.returncode == 1 and "REFUSED" in result.stderr + result.stdout and "good" in result.stdout, result
+
+
+@pytest.mark.slow
+def test_the_page_says_what_the_text_says(tmp_path: Path) -> None:
+    """The page lists every refused certificate (with its node, file and reason, escaped), the nodes whose numerics
+    differ, and, without --key, that signatures were not checked; a node with a refused certificate is a REFUSED
+    cell, never a green one (here its newer certificate, edited to say passed); figures near a float's limit draw
+    finite bars. One good certificate and nine refused was an all-green page."""
+    folder = tmp_path / "fleet"
+    unsigned_copy(H200 / "h200-lock-full.cert.json", folder / "good.cert.json", "2026-11-27T10:00:00Z")
+    for index in range(8):
+        (folder / f"bad{index}<i>.cert.json").write_text("{not json")
+    unsigned_copy(H200 / "h200-lock-full.cert.json", folder / "week1" / "n.cert.json", "2026-12-01T10:00:00Z")
+    unsigned_copy(H200 / "degraded-tf32-off.cert.json", folder / "week2" / "n.cert.json", "2026-12-07T10:00:00Z")
+    edited = json.loads((folder / "week2" / "n.cert.json").read_text())
+    edited["certificate"]["passed"] = True
+    (folder / "week2" / "n.cert.json").write_text(render(edited))
+    page = tmp_path / "status.html"
+    done = run_cli("fleet", "status", str(folder), "--html", str(page))
+    html = page.read_text()
+    assert done.returncode == 1 and "Signatures were not checked" in html, done.stderr
+    assert "1 passed, 0 regressed, 0 failed, 1 refused; 9 certificates refused" in html
+    assert html.count("<tr><td>bad") == 8 and "bad0&lt;i&gt;.cert.json" in html and "<i>" not in html
+    assert "says passed=True while 1 of its checks failed: it was edited" in html
+    from lockgen.core.fleet.fleet_html import COLOURS
+
+    assert html.count(f"background:{COLOURS['refused']}") == 1 and html.count(f"background:{COLOURS['passed']}") == 1
+
+    numerics = REPO / "envs" / "examples" / "numerics-fingerprint"
+    quick = tmp_path / "quick"
+    quick.mkdir()
+    for path in numerics.glob("*.cert.json"):
+        shutil.copy(path, quick / path.name)
+    keyed = run_cli("fleet", "status", str(quick), "--key", str(numerics / "numerics-signing.pub"), "--html", str(page))
+    html = page.read_text()
+    assert keyed.returncode == 1 and "Signatures were not checked" not in html, keyed.stderr
+    assert "<h2>Nodes whose numerics differ</h2>" in html and "<tr><td>node4-tf32-off</td>" in html
+    assert "NVIDIA_TF32_OVERRIDE=0 here" in html
+
+    huge = tmp_path / "huge"
+    for node in ("x1", "x2"):  # bf16 GEMM about 1.7e308: 520 px times it was a width of inf
+        unsigned_copy(H200 / "h200-lock-full.cert.json", huge / f"{node}.cert.json", "2026-12-01T10:00:00Z", 2.2e305)
+    assert run_cli("fleet", "status", str(huge), "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert all(math.isfinite(float(width)) for width in re.findall(r'width="([^"]*)"', html))
+    assert not re.search(r"\b(inf|nan)\b", html)
+
+
+def test_a_regression_beyond_a_float_s_range_is_said_and_a_refused_certificate_marks_its_node() -> None:
+    """A node's bf16 training step from 1e-300 ms to 1e300 ms is a regression too large for a number, said as such
+    (it was `-inf%`); the rows of a node with a refused certificate have not passed and say how many."""
+    import dataclasses
+    import datetime as dt
+
+    from lockgen.core.fleet.fleet_status import certificate_facts, status_rows
+    from lockgen.model.certificate import Certificate
+
+    facts = certificate_facts(
+        Certificate.model_validate(json.loads((H200 / "h200-lock-full.cert.json").read_text())).certificate
+    )
+
+    def stepping(created: str, step: float) -> object:
+        figures = json.loads(json.dumps(facts.figures))
+        figures["training"]["bf16_step_ms"]["value"] = step
+        return dataclasses.replace(facts, created=created, figures=figures)
+
+    older, newer = stepping("2026-12-01T10:00:00Z", 1e-300), stepping("2026-12-02T10:00:00Z", 1e300)
+    now = dt.datetime(2026, 12, 3, tzinfo=dt.timezone.utc)
+    (row,) = status_rows([("n", "a", older), ("n", "b", newer)], now, 0.05, {})
+    assert row.passed and row.refused == 0 and row.regressions == ("training/bf16_step_ms worse, by too much to state",)
+    (row,) = status_rows([("n", "a", older), ("n", "b", newer)], now, 0.05, {"n": 2, "other": 1})
+    assert not row.passed and row.refused == 2 and json.loads(row.json_text(0))["refused"] == 2

@@ -283,3 +283,66 @@ def test_the_fleet_status_reader_never_raises_and_reads_only_its_forms(words: li
         found.append(rest[at + 1])
         del rest[at : at + 2]
     assert found == keys and [word for word in rest if word != "--json"] == sources
+
+
+@pytest.mark.slow
+def test_a_file_an_empty_argument_and_a_refused_latest_answer_as_the_typer_app(
+    fleets: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    """A FOLDER that is a file: a certificate is that one certificate, any other file (the key itself) an error,
+    never its parent folder read; an empty argument an error, not the current folder; a node whose other
+    certificate is refused (here the newer one, edited) is REFUSED, never passed. The fast path's answer is the
+    typer app's, byte for byte, each with and without --json."""
+    folder, public = fleets["fleet"]
+    mixed = tmp_path / "mixed"
+    for week, source in (("week1", "node-b"), ("week2", "forged")):
+        (mixed / week).mkdir(parents=True)
+        shutil.copy(folder / f"{source}.cert.json", mixed / week / "node-b.cert.json")
+    home = tmp_path / "home"
+    answers = {}
+    for name, argument in (
+        ("key", str(public)),
+        ("one", str(folder / "node-b.cert.json")),
+        ("empty", ""),
+        ("mixed", str(mixed)),
+    ):
+        for extra in ([], ["--json"]):
+            line = ["fleet", "status", argument, "--key", str(public), *extra]
+            fast = _lockgen(*line, home=home)
+            assert _ageless(fast[:3]) == _ageless(_lockgen(*line, "--noise", "0.05", home=home)[:3]), fast
+            answers[name, bool(extra)] = fast[:3]
+    hint = "hint: pass folders holding *.cert.json (lockgen fleet slurm's --certs), a *.cert.json, or image references"
+    for as_json in (False, True):
+        assert answers["key", as_json] == (1, "", f"error: `{public}` is not a folder of certificates\n{hint}")
+        assert answers["empty", as_json] == (
+            1,
+            "",
+            f"error: an empty argument is not a folder of certificates\n{hint}",
+        )
+    assert answers["one", False][0] == 0 and [line.split()[0] for line in answers["one", False][1].splitlines()] == [
+        "node-b"
+    ]
+    code, out, err = answers["mixed", False]
+    (row, refused) = out.splitlines()
+    assert code == 1 and row.split()[:4] == ["node-b", "lock", row.split()[2], "REFUSED"], out
+    assert row.endswith("[1 refused certificate of this node, undated: may be its latest]")
+    assert refused.startswith("REFUSED node-b ") and "error: 1 of 1 node certificates failed (node-b)" in err
+    (json_row,) = json.loads(answers["mixed", True][1])["rows"]
+    assert json_row["node"] == "node-b" and json_row["passed"] is False and json_row["refused"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("noise", ["-1", "nan", "inf"])
+def test_a_noise_that_is_no_fraction_of_0_or_more_is_a_usage_error(
+    fleets: dict[str, tuple[Path, Path]], tmp_path: Path, noise: str
+) -> None:
+    """`--noise=-1` marked every unchanged figure REGRESSED, NaN or infinity none: refused (exit 2) before anything
+    is read; a form the fast path leaves to the typer app, which answers it."""
+    folder, public = fleets["fleet"]
+    answer = _lockgen("fleet", "status", str(folder), "--key", str(public), f"--noise={noise}", home=tmp_path / "home")
+    assert answer[:3] == (
+        2,
+        "",
+        f"error: --noise {float(noise):g} is not a fraction of 0 or more\n"
+        "hint: --noise 0.05 (a change within 5% is noise)",
+    )

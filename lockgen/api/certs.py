@@ -130,9 +130,21 @@ def compare(a: Path, b: Path, noise: float, keys: Sequence[Path] = ()) -> Compar
     """Each figure's change from certificate `a` to `b`, and whether `b` computes the bits `a` did. With `keys`
     (public keys), each certificate must be signed by one of them and its signature is checked first; without,
     only their form is."""
-    first, second = read_signed(a, signers(keys)).certificate, read_signed(b, signers(keys)).certificate
+    first, second = _compared("A", a, signers(keys)), _compared("B", b, signers(keys))
     changes = compare_figures(readings(first.figures), readings(second.figures), noise)
     return Comparison(changes, compare_pair(first, second))
+
+
+def _compared(label: str, path: Path, keys: dict[str, Path]) -> CertificateBody:
+    """The certificate `cert compare` reads as `label` (A or B), by `read_signed`; its refusal says which of the two
+    it is and, unless the reason names it already, its file (`certificate signature does not verify` alone does
+    not say which)."""
+    try:
+        return read_signed(path, keys).certificate
+    except LockgenError as error:
+        named = str(path) in error.message or shown(str(path)) in error.message
+        where = f"certificate {label}" + ("" if named else f" `{shown(str(path), 300)}`")
+        raise UserError(f"{where}: {error.message}", error.hint) from None
 
 
 @dataclass(frozen=True)

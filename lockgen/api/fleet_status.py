@@ -26,6 +26,7 @@ import json
 import marshal
 import pickle
 from contextlib import ExitStack
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +41,7 @@ from lockgen.adapters.node.kept_verdicts import KeptVerdicts
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.api.steps.certificate_proof import (
     Signers,
-    certificate_files,
+    named_certificate_files,
     loaded_signers,
     proven_facts,
 )
@@ -52,6 +53,7 @@ from lockgen.core.fleet.fleet_status import (
     facts_from_plain,
     moment,
     plain_as_facts,
+    refused_note as refused_note,  # the rows' wording, which the text says too (`cli.fleet_report`)
     status_rows,
 )
 from lockgen.core.certificate.numerics_votes import CountedFingerprint, Member, OddFingerprints
@@ -93,7 +95,8 @@ def fleet_status(
     folder and attached to each image. Every certificate is checked as `cert verify` checks it and, with
     `public_keys`, must be signed by one of them; one that is not (changed bytes, a signature that does not
     verify, none, another signer, not a certificate) is listed under `refused` with its node and the reason,
-    never shown as a result."""
+    never shown as a result, and its node's rows do not pass (`StatusRow.refused`: it cannot be dated, so it may be
+    the node's latest). A FOLDER is a folder or one certificate file (`named_certificate_files`)."""
     attached: list[tuple[str, str, CertificateBody]] = []
     refused: list[Refusal] = []
     keys = loaded_signers(public_keys)
@@ -116,13 +119,7 @@ def fleet_status(
                         continue
                 refused.append({"node": image, "source": attestation.location, "reason": reason})
             continue
-        folder = Path(source)
-        if not folder.exists():
-            raise UserError(
-                f"`{source}` is neither a folder of certificates nor docker://REF",
-                "pass folders holding *.cert.json (lockgen fleet slurm's --certs) or image references",
-            )
-        walks.append(certificate_files(folder))
+        walks.append(named_certificate_files(source))
     paths = SortedSpill(chain.from_iterable(walks), _by_node, PATHS_HELD)  # by node: its certificates together
     if not paths.count and not attached and not refused:
         raise UserError(
@@ -131,7 +128,12 @@ def fleet_status(
         )
     folders = _folder_rows(paths, keys, now, noise)
     rows, fingerprints = folders.rows, folders.fingerprints
-    images = status_rows([(node, source, certificate_facts(body)) for node, source, body in attached], now, noise)
+    images = status_rows(
+        [(node, source, certificate_facts(body)) for node, source, body in attached],
+        now,
+        noise,
+        Counter(entry["node"] for entry in refused),  # only the images' refusals yet
+    )
     rows.add_sorted(images)
     image_members = [  # in the rows' order (by node, then what each covers), as the folders' members are
         (row.node, fingerprints.count(row.numerics, row.stack))
@@ -139,18 +141,14 @@ def fleet_status(
         if row.numerics is not None
     ]
     refused += folders.refused
-    if html is not None:
-        write_atomic(
-            html, status_page(list(rows.rows()), now.strftime("%Y-%m-%dT%H:%M:%SZ"))
-        )  # the page draws every node: it holds them
-        progress(f"wrote {html}")
     judged = OddFingerprints(fingerprints.counted)
-    differ = judged.differences(heapq.merge(fingerprints.members(judged), image_members, key=lambda member: member[0]))
-    return {
-        "rows": rows,
-        "refused": refused,
-        "numerics": {"compared": judged.compared, "differ": [difference.as_json() for difference in differ]},
-    }
+    members = heapq.merge(fingerprints.members(judged), image_members, key=lambda member: member[0])
+    differ = [difference.as_json() for difference in judged.differences(members)]
+    if html is not None:  # the page draws every node: it holds them
+        generated = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        write_atomic(html, status_page(list(rows.rows()), generated, refused, differ, bool(public_keys)))
+        progress(f"wrote {html}")
+    return {"rows": rows, "refused": refused, "numerics": {"compared": judged.compared, "differ": differ}}
 
 
 class FleetFingerprints:
@@ -234,22 +232,8 @@ class SpilledRows:
 
     def _spilled(self) -> Iterator[StatusRow]:
         for spill, count in self._files:
-            for (
-                node,
-                covered,
-                source,
-                created,
-                age_s,
-                arch,
-                passed,
-                failed,
-                figures,
-                regressions,
-                certificates,
-            ) in spill.records(count):
-                yield StatusRow(
-                    node, covered, source, created, age_s, arch, passed, failed, figures, regressions, certificates
-                )
+            for record in spill.records(count):  # `_spill`'s
+                yield StatusRow(*record)
 
 
 def _spill(row: StatusRow, spill: SpillFile) -> None:
@@ -266,6 +250,7 @@ def _spill(row: StatusRow, spill: SpillFile) -> None:
             row.figures,
             row.regressions,
             row.certificates,
+            row.refused,
         )
     )
 
@@ -411,13 +396,13 @@ def _share_rows(
         return found
 
     for node, group in groupby(share[0].records(share[1]), key=_node_of):
-        found = []
+        found, refusals = [], len(refused)
         for path in group:
             try:
                 found.append((node, path, facts(path)))
             except LockgenError as error:
                 refused.append({"node": node, "source": str(path), "reason": error.message})
-        for row in status_rows(found, now, noise):
+        for row in status_rows(found, now, noise, {node: len(refused) - refusals}):
             _spill(row, stream)
             count += 1
             if not row.passed:

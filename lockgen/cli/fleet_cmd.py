@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
+from lockgen.cli.ui import environment, fail, handles_errors, noise_fraction, print_json, progress, say
 
 fleet_app = typer.Typer(
     help="Certify nodes inside the engines fleets run (Slurm, Kubernetes), and see the fleet's state.",
@@ -127,7 +127,9 @@ def _absolute(path: Optional[Path]) -> Optional[str]:
 @handles_errors
 def status(
     sources: list[str] = typer.Argument(
-        ..., metavar="FOLDER|docker://REF...", help="Folders of certificates, images with attestations."
+        ...,
+        metavar="FOLDER|docker://REF...",
+        help="Folders of certificates (or one *.cert.json), images with attestations.",
     ),
     key: list[Path] = typer.Option(
         [],
@@ -145,8 +147,8 @@ def status(
     as_json: bool = typer.Option(
         False,
         "--json",
-        help="Print {rows: [{node, covers, passed, age_s, figures, regressions, ...}], refused: [{node, source, "
-        "reason}], numerics: {compared, differ}} as JSON.",
+        help="Print {rows: [{node, covers, passed, refused, age_s, figures, regressions, ...}], refused: [{node, "
+        "source, reason}], numerics: {compared, differ}} as JSON.",
     ),
 ) -> None:
     """Every node x lock: the latest result, its age, headline figures, regressions; exit 1 if a node failed."""
@@ -155,7 +157,9 @@ def status(
     from lockgen.api.fleet_status import fleet_status
     from lockgen.cli.fleet_report import print_status
 
-    report = fleet_status(sources, key, insecure, noise, html, dt.datetime.now(dt.timezone.utc), progress)
+    report = fleet_status(
+        sources, key, insecure, noise_fraction(noise), html, dt.datetime.now(dt.timezone.utc), progress
+    )
     failure = print_status(report, bool(key), as_json)  # what the fast path prints too (`fast_path`)
     if failure is not None:
         fail(*failure)

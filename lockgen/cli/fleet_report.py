@@ -5,6 +5,7 @@ print through `print_status`, so both say the same bytes."""
 
 from __future__ import annotations
 
+from lockgen.api.fleet_status import refused_note
 from lockgen.cli.terminal import print_json_texts, progress, say
 from lockgen.model.fingerprint import digests_text
 from lockgen.model.names import escaped, shown
@@ -62,9 +63,18 @@ def _print_text(report: dict[str, Any]) -> None:
     nodes = [escaped(row["node"]) for row in rows]  # escaped before the columns are measured: a row is one line
     width = max(map(len, nodes), default=4) + 2
     for node, row in zip(nodes, rows):
-        state = "FAILED" if not row["passed"] else "REGRESSED" if row["regressions"] else "passed"
+        state = (
+            "REFUSED"
+            if row["refused"]
+            else "FAILED"
+            if not row["passed"]
+            else "REGRESSED"
+            if row["regressions"]
+            else "passed"
+        )
         figures = ", ".join(f"{label} {entry['value']:.4g} {entry['unit']}" for label, entry in row["figures"].items())
-        why = "; ".join(row["failed"][:3] or row["regressions"][:3])
+        refused = [refused_note(row["refused"])] if row["refused"] else []
+        why = "; ".join(refused + (row["failed"][:3] or row["regressions"][:3]))
         say(
             f"{node:<{width}}{escaped(row['covers']):<20} {state:<9} {row['age']:>6} ago  {figures}"
             + (f"  [{why}]" if why else "")

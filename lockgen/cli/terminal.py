@@ -61,10 +61,11 @@ def say_kept(line: str) -> None:
 
 
 def print_json(document: object) -> None:
-    """One JSON document on stdout (every --json output: stable keys, sorted; progress stays on stderr)."""
+    """One JSON document on stdout (every --json output: stable keys, sorted; progress stays on stderr), strict: a
+    NaN or an infinity, which no JSON parser need read, is refused (ValueError: a bug) rather than written."""
     import json
 
-    print(json.dumps(document, indent=2, sort_keys=True, default=str))
+    print(json.dumps(document, indent=2, sort_keys=True, default=str, allow_nan=False))
 
 
 def print_json_texts(document: dict[str, object], key: str, texts: Iterable[str]) -> None:
@@ -75,7 +76,7 @@ def print_json_texts(document: dict[str, object], key: str, texts: Iterable[str]
     import json
 
     assert all(other < key for other in document)
-    head = json.dumps(document, indent=2, sort_keys=True, default=str)
+    head = json.dumps(document, indent=2, sort_keys=True, default=str, allow_nan=False)
     sys.stdout.write((head[:-2] + ",\n" if document else "{\n") + f"  {json.dumps(key)}: [")
     wrote = False
     for text in texts:

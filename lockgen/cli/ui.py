@@ -12,6 +12,7 @@ Exit codes: 0 ok, 1 a user-level failure (a `LockgenError`), 2 usage (typer), 3 
 from __future__ import annotations
 
 import functools
+import math
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -62,6 +63,14 @@ def environment(
     if len(named) > 1 or (required and not named):
         fail(*refusal)
     return named[0] if named else None
+
+
+def noise_fraction(noise: float) -> float:
+    """`--noise` (`cert compare`, `fleet status`) as the comparison takes it: a finite fraction, 0 or more; any other
+    is a usage error (exit 2): a negative one made every unchanged figure a regression, NaN or infinity none."""
+    if not math.isfinite(noise) or noise < 0:
+        fail(f"--noise {noise:g} is not a fraction of 0 or more", "--noise 0.05 (a change within 5% is noise)", 2)
+    return noise
 
 
 def fail(message: str, hint: str = "", code: int = 1) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
-from lockgen.cli.ui import environment, fail, handles_errors, print_json, progress, say
+from lockgen.cli.ui import environment, fail, handles_errors, noise_fraction, print_json, progress, say
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch, shown
 
@@ -244,7 +244,7 @@ def cert_compare(
     differ."""
     from lockgen.api.certs import compare
 
-    comparison = compare(a, b, noise, key)
+    comparison = compare(a, b, noise_fraction(noise), key)
     rows, numerics = comparison.figures, comparison.numerics
     if not key:
         progress(

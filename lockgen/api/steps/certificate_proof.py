@@ -17,7 +17,8 @@ from lockgen.adapters import user_files
 from lockgen.adapters.node import signing
 from lockgen.core.fleet.fleet_status import FAILED, certificate_facts, plain_facts
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
-from lockgen.errors import LockFormatError
+from lockgen.errors import LockFormatError, UserError
+from lockgen.model.names import shown
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -27,6 +28,23 @@ def certificate_files(folder: Path) -> Iterator[str]:
     """The certificate files under `folder` (a stack folder, its certs/ folder, or any folder) as text, in the order
     they are found (a fleet's 100,000 are never one list)."""
     return user_files.names_ending(str(folder.parent if folder.is_file() else folder), CERT_SUFFIX)
+
+
+def named_certificate_files(source: str) -> Iterator[str]:
+    """The certificate files a `fleet status` FOLDER argument names: those under the folder, or the one certificate
+    file given; UserError for anything else (nothing there, another file, an empty argument), never its parent folder
+    (`certificate_files` of `k.pub` reads a whole tree of unrelated certificates) nor, for "", the current one."""
+    folder = Path(source)
+    if source.endswith(CERT_SUFFIX) and folder.is_file():
+        return iter([source])
+    if source and folder.is_dir():
+        return certificate_files(folder)
+    hint = "pass folders holding *.cert.json (lockgen fleet slurm's --certs), a *.cert.json, or image references"
+    if not source:
+        raise UserError("an empty argument is not a folder of certificates", hint)
+    if not folder.exists():
+        raise UserError(f"`{shown(source)}` is neither a folder of certificates nor docker://REF", hint)
+    raise UserError(f"`{shown(source)}` is not a folder of certificates", hint)
 
 
 def signers(keys: Sequence[Path]) -> dict[str, Path]:

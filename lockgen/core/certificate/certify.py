@@ -4,6 +4,7 @@ comparison of two certificates' figures."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from lockgen.core.certificate.envelopes import envelope_checks
@@ -216,30 +217,52 @@ class FigureChange:
         def show(value: float | None) -> str:
             return "-" if value is None else f"{value:.4g}"
 
-        delta = "" if self.change is None else f" ({self.change:+.1%})"
+        delta = "" if self.old is None or self.new is None or self.old == 0 else f" ({self.change_text()})"
         flag = "  REGRESSION" if self.regression else (f"  MISSING from {self.missing}" if self.missing else "")
         return (
             f"{escaped(self.name):<40} {show(self.old):>10} -> {show(self.new):<10} {escaped(self.unit)}{delta}{flag}"
         )
 
+    def change_text(self) -> str:
+        """The change as a person reads it: `-20.0%`, or, where it is too large for a number (a value of 1e-300
+        against one of 1e300), which way it went: `change` is then None, as `--json` says it."""
+        if self.change is not None:
+            return f"{self.change:+.1%}"
+        return "worse, by too much to state" if self.regression else "better, by too much to state"
+
+
+def relative_change(old: float, new: float) -> float | None:
+    """`(new - old) / |old|`: positive when `new` is the higher; None when it is no finite number (`old` zero, or a
+    change beyond a float's range: 1e-300 to 1e300), so no infinity reaches a line or `--json`. Divided by `|old|`,
+    so a rise from a negative value is a rise; the difference taken as two quotients where it alone would overflow
+    (-1e308 to 1e308 is +200%)."""
+    if old == 0:
+        return None
+    change = (new - old) / abs(old)
+    if not math.isfinite(change):
+        change = new / abs(old) - math.copysign(1.0, old)
+    return change if math.isfinite(change) else None
+
 
 def compare_figures(old: FigureReadings, new: FigureReadings, noise: float) -> list[FigureChange]:
     """Each figure's change from `old` to `new` (their values finite or null: the certificate model refuses any
-    other); worse by more than `noise` (a fraction) is a regression, and a value in one only is `missing` from
-    the other."""
+    other); worse by more than `noise` (a fraction, finite and not negative: `--noise` is checked so) is a
+    regression, a change too large to be a number (`relative_change`) one whenever it is worse, and a value in one
+    only is `missing` from the other."""
     rows = []
     names = sorted({(g, n) for g, e in old.items() for n in e} | {(g, n) for g, e in new.items() for n in e})
     for group, name in names:
         a, b = old.get(group, {}).get(name), new.get(group, {}).get(name)
         unit = (b and b["unit"]) or (a and a["unit"]) or ""
         x, y = a and a["value"], b and b["value"]
-        change = None
-        if x and y is not None:
-            change = (y - x) / x
-            if (unit.split() or [""])[0] in LOWER_IS_BETTER_UNITS:
+        change, regression = None, False
+        if x is not None and y is not None:
+            lower_is_better = (unit.split() or [""])[0] in LOWER_IS_BETTER_UNITS
+            change = relative_change(x, y)
+            if change is not None and lower_is_better:
                 change = -change
+            worse = y > x if lower_is_better else y < x
+            regression = x != 0 and worse and (change is None or change < -noise)
         missing = "old" if x is None and y is not None else ("new" if y is None and x is not None else None)
-        rows.append(
-            FigureChange(f"{group}/{name}", unit, x, y, change, change is not None and change < -noise, missing)
-        )
+        rows.append(FigureChange(f"{group}/{name}", unit, x, y, change, regression, missing))
     return rows

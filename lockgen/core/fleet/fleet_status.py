@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import marshal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii as _text
 from typing import TYPE_CHECKING, Any
@@ -45,11 +45,12 @@ class StatusRow:
     created: str
     age_s: float
     arch: str
-    passed: bool
+    passed: bool  # its latest certificate passed and none of its node's was refused (`refused`)
     failed: tuple[str, ...]
     figures: dict[str, tuple[float, str]]  # label -> (value, unit)
     regressions: tuple[str, ...]  # figure changes worse than the noise, against the previous certificate
     certificates: int  # how many certificates of this node and lock were seen
+    refused: int  # how many of its node's certificates were refused: any of them may be its latest (`_row`)
     numerics: Fingerprint | None = None  # the latest certificate's fingerprint
     stack: dict[str, Any] = field(
         default_factory=dict, repr=False, compare=False
@@ -65,6 +66,7 @@ class StatusRow:
             "age": age_text(self.age_s),
             "arch": self.arch,
             "passed": self.passed,
+            "refused": self.refused,
             "failed": list(self.failed),
             "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
             "regressions": list(self.regressions),
@@ -95,6 +97,7 @@ class StatusRow:
                 f'{key}"figures": ' + (f"{{{item}{figures}{key}}}," if figures else "{},"),
                 f'{key}"node": {_text(self.node)},',
                 f'{key}"passed": {"true" if self.passed else "false"},',
+                f'{key}"refused": {self.refused},',
                 f'{key}"regressions": {_texts(self.regressions, item, key)},',
                 f'{key}"source": {_text(self.source)}',
                 row,
@@ -104,8 +107,9 @@ class StatusRow:
 
 
 def _number(value: float) -> str:
-    """A float as json writes it: its repr, or NaN, Infinity, -Infinity."""
-    return float.__repr__(value) if value - value == 0.0 else json.dumps(value)
+    """A float as json writes it, its repr; ValueError for NaN and the infinities, as json's `allow_nan=False`
+    refuses them (`--json` is strict JSON: a certificate's figures are finite, the model refuses any other)."""
+    return float.__repr__(value) if value - value == 0.0 else json.dumps(value, allow_nan=False)
 
 
 def _texts(texts: tuple[str, ...], item: str, end: str) -> str:
@@ -286,26 +290,32 @@ def cause_evidence(stack: dict[str, Any]) -> dict[str, Any]:
 
 
 def status_rows(
-    certificates: list[tuple[str, str, CertificateFacts]], now: dt.datetime, noise: float
+    certificates: list[tuple[str, str, CertificateFacts]],
+    now: dt.datetime,
+    noise: float,
+    refused: Mapping[str, int],
 ) -> list[StatusRow]:
     """Rows from (node, source, facts) triples, one per node and what it covers, sorted by node; each row keeps
-    the headline figures, fingerprint and settings of its latest certificate, not the certificate."""
+    the headline figures, fingerprint and settings of its latest certificate, not the certificate, and how many of
+    its node's certificates were `refused` (by node)."""
     if len(certificates) == 1:  # a node's one certificate (most nodes of a fleet): its row, nothing to group
         node, source, facts = certificates[0]
-        return [_row(node, facts.covers, [(source, facts)], now, noise)]
+        return [_row(node, facts.covers, [(source, facts)], now, noise, refused.get(node, 0))]
     groups: dict[tuple[str, str], _Group] = {}
     for node, source, facts in certificates:
         groups.setdefault((node, facts.covers), _Group()).entries.append((source, facts))
     return [
-        _row(node, covered, sorted(group.entries, key=lambda item: item[1].created), now, noise)
+        _row(node, covered, sorted(group.entries, key=lambda item: item[1].created), now, noise, refused.get(node, 0))
         for (node, covered), group in sorted(groups.items())
     ]
 
 
 def _row(
-    node: str, covered: str, ordered: list[tuple[str, CertificateFacts]], now: dt.datetime, noise: float
+    node: str, covered: str, ordered: list[tuple[str, CertificateFacts]], now: dt.datetime, noise: float, refused: int
 ) -> StatusRow:
-    """The row of a node and what its certificates cover, from them oldest first."""
+    """The row of a node and what its certificates cover, from them oldest first. With `refused` certificates of its
+    node it has not passed, whatever its latest accepted one says: a refused certificate has no time to be trusted
+    (nor lock), so none can be judged older than the ones accepted, and any may be the node's latest."""
     source, latest = ordered[-1]
     regressions: tuple[str, ...] = ()
     if len(ordered) > 1:  # its figures against its previous certificate's (certify and what it imports, 20 ms of a
@@ -313,9 +323,7 @@ def _row(
 
         changes = compare_figures(ordered[-2][1].figures, latest.figures, noise)
         regressions = tuple(
-            f"{c.name} {c.change:+.1%}"
-            for c in changes
-            if c.regression and c.change is not None and not c.name.startswith("phases/")
+            f"{c.name} {c.change_text()}" for c in changes if c.regression and not c.name.startswith("phases/")
         )
     return StatusRow(
         node=node,
@@ -324,14 +332,20 @@ def _row(
         created=latest.created,
         age_s=max(0.0, (now - moment(latest.created)).total_seconds()),
         arch=sys.intern(latest.arch),
-        passed=latest.passed,
+        passed=latest.passed and not refused,
         failed=latest.failed,
         figures=headline_figures(latest.figures),
         regressions=regressions,
         certificates=len(ordered),
         numerics=latest.numerics,
         stack=latest.stack,
+        refused=refused,
     )
+
+
+def refused_note(refused: int) -> str:
+    """Why the row of a node with `refused` certificates has not passed (the text's rows and the page say it)."""
+    return f"{refused} refused certificate{'s' if refused > 1 else ''} of this node, undated: may be its latest"
 
 
 def age_text(seconds: float) -> str:
