@@ -25,7 +25,7 @@ def _by_interrupt(exit_: BaseException) -> bool:
     return False
 
 
-_STOPPED = {"SIGTERM": "terminated", "SIGHUP": "hung up"}  # signals that end a command as Ctrl-C does
+_STOPPED = ("SIGTERM", "SIGHUP")  # signals that end a command as Ctrl-C does
 _stopped_by: int | None = None  # the signal (of `_STOPPED`) that ended this command, None for Ctrl-C or none
 
 
@@ -106,17 +106,19 @@ def _interrupted() -> int:
     by SIGINT at exit (seen in 4 of 25 Ctrl-Cs of a 1,500-certificate status: exit -2 after `interrupted`; the
     installed `lockgen` script exits by another way, which never reads the mark). Running any string clears that
     mark first thing (`run_eval_code_obj`); where it is not set so (3.14), this costs a few microseconds."""
-    said, code = "interrupted", 130
-    if _stopped_by is not None:
-        import signal
+    import signal
 
-        said, code = _STOPPED[signal.Signals(_stopped_by).name], 128 + _stopped_by
-    try:
-        print(said, file=sys.stderr)
+    try:  # constant words: nothing of the input is printed here
+        if _stopped_by == signal.SIGTERM:
+            print("terminated", file=sys.stderr)
+        elif _stopped_by == signal.SIGHUP:
+            print("hung up", file=sys.stderr)
+        else:
+            print("interrupted", file=sys.stderr)
     except (OSError, ValueError):  # a stderr that cannot be written: the exit code says it
         _dropped(sys.stderr)
     exec("", {})  # a constant empty string, run only to clear CPython's mark
-    return code
+    return 130 if _stopped_by is None else 128 + _stopped_by
 
 
 def _flushed(code: object) -> object:
