@@ -151,12 +151,32 @@ def test_a_refused_verify_kills_the_kernel_it_started(stand_in: tuple[Path, Path
         ["--arch", "cpu", "--nodes", "1.5"],
         ["--arch", "cpu", "--emit", "nfd=features.txt"],  # node features need --lock
         ["--arch", "cpu", "--emit", "prom=p.prom, nfd=f.txt"],
+        # no time limit: the typer command refuses it (exit 2); a negative one is a value this path never reads
+        ["--arch", "cpu", "--timeout", "0"],
+        ["--arch", "cpu", "--timeout", "0.0"],
+        ["--arch", "cpu", "--timeout", "nan"],
+        ["--arch", "cpu", "--timeout", "inf"],
+        ["--arch", "cpu", "--timeout", "1e300"],
     ],
 )
 def test_only_the_plain_forms_start_a_kernel(words: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[tuple] = []
     monkeypatch.setattr(kernel, "start_early", lambda *args: started.append(args))
     assert fast_path.answered(["verify", *words]) is None and not started
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf"])
+def test_a_timeout_that_is_no_time_limit_is_a_usage_error(
+    stand_in: tuple[Path, Path], tmp_path: Path, timeout: str
+) -> None:
+    """`--timeout 0` and `-5` started the kernel, which was then said not to finish "within -5 s"; `inf` was an
+    OverflowError (exit 3). Now a usage error, the kernel never started (the fast path agrees with the command)."""
+    interpreter, notes = stand_in
+    out = tmp_path / "c.json"
+    result = run_cli("verify", "--arch", "cpu", "--python", str(interpreter), "--timeout", timeout, "--out", str(out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"error: --timeout {timeout} is not a time limit\nhint: pass --timeout SECONDS")
+    assert list(notes.iterdir()) == [] and not out.exists()
 
 
 def _one_error(stderr: str) -> str:

@@ -279,7 +279,7 @@ def _verify(
         )
         sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
         dist_doc, dist_raw = kernel.run_distributed(
-            python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous
+            python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous, cpu=arch == "cpu"
         )
         distributed = _report(dist_doc, "distributed")
         digests["distributed"] = hashlib.sha256(dist_raw).hexdigest()
