@@ -325,6 +325,10 @@ def _verify(
         numerics_environment=_numerics_environment(image, tree, lock_sha256),
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
     )
+    printed = {(c.category, c.name) for report in (single, distributed) if report for c in report.checks}
+    for check in body.checks:  # the kernel printed its own checks as it ran them; these lockgen judged after
+        if (check.category, check.name) not in printed:
+            progress(f"  {check.line()}")
     path = _certificate_path(options, arch, started.strftime("%Y%m%dT%H%M%SZ"))
     data = body.model_dump(mode="json", by_alias=True)
     unsigned: JsonObject = {"certificate": data, "signature": None}
