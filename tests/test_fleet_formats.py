@@ -468,6 +468,36 @@ def test_verify_emits_its_certificate_for_node_exporter_and_ci(tmp_path: Path) -
     assert sorted(p.name for p in prom.parent.iterdir()) == ["lockgen.prom"]
 
 
+def test_a_rendering_that_fails_once_checked_says_what_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `--emit` file is checked before the run; one whose write fails even so (the disk filled meanwhile)
+    names the files written: before, the error said `nothing half done is kept` with the certificate and the
+    renderings before it written."""
+    import errno
+
+    from lockgen.api import verify as api
+
+    certificate, prom, junit = tmp_path / "c.cert.json", tmp_path / "p.prom", tmp_path / "r.xml"
+    written = api.write_atomic
+
+    def full_at_junit(path: Path, text: str) -> None:
+        if path == junit:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written(path, text)
+
+    monkeypatch.setattr(api, "write_atomic", full_at_junit)
+    options = api.VerifyOptions(arch="sm90", emit=(("prom", prom), ("junit", junit)))
+    with pytest.raises(UserError) as refused:
+        api._emit(body_of(PASSED, KEY), certificate, options, (), lambda line: None)
+    assert refused.value.message == (
+        f"--emit junit={junit} was not written (No space left on device); written: the certificate {certificate}, "
+        f"prom {prom}"
+    )
+    assert f"lockgen cert export {certificate} --format junit --out FILE" in refused.value.hint
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["p.prom"]
+
+
 NUMERICS = REPO / "envs" / "examples" / "numerics-fingerprint"
 NUMERICS_KEY = NUMERICS / "numerics-signing.pub"
 DIGESTS = ("adamw_bf16", "conv_bf16", "gemm_bf16", "gemm_fp16", "gemm_fp32", "gemm_fp8", "gemm_tf32")

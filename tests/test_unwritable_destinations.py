@@ -6,7 +6,10 @@ too (the suite runs as root, who writes a chmod 0555 folder); a read-only mount 
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
+from lockgen.errors import UserError
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
 from tests.test_export import make_lock
@@ -191,3 +196,49 @@ def test_fleet_refuses_its_out_folder_before_making_anything(
     for out in (folder, folder / "manifests"):  # the folder given, and one it would make
         said = _refused(run_cli(*FLEET[engine], *given, "--out", str(out)), folder)
         assert f"--out {out} cannot" in said and not certs.exists() and list(folder.iterdir()) == [], said
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "socket"])
+def test_a_fifo_or_a_socket_is_never_replaced_by_a_file(tmp_path: Path, kind: str) -> None:
+    """`verify --out FIFO` replaced the FIFO with a regular file (as root `--out /dev/full` replaced the device):
+    the check refuses what is there and is neither a file nor a folder, through a link too, naming it as given; the
+    atomic write refuses to rename over it even where no check ran, leaving no temporary file. A folder keeps its
+    meaning (export writes into one) unless the result is a file."""
+    special = tmp_path / kind
+    with socket.socket(socket.AF_UNIX) as listening:
+        if kind == "FIFO":
+            os.mkfifo(special)
+        else:
+            listening.bind(str(special))
+        link = tmp_path / "link"
+        link.symlink_to(special)
+        for given in (special, link):
+            with pytest.raises(UserError) as refused:
+                check_writable(given, f"--out {given}", WRITABLE_HINT)
+            assert refused.value.message == f"`{given}` is a {kind}, not a file: --out {given} cannot replace it"
+            assert f"where the {kind} is" in refused.value.hint
+            with pytest.raises(UserError, match=f"is a {kind}, not a file"):
+                write_atomic(given, "replaced")
+        assert stat.S_IFMT(special.lstat().st_mode) == (stat.S_IFIFO if kind == "FIFO" else stat.S_IFSOCK)
+        assert sorted(path.name for path in tmp_path.iterdir()) == sorted([kind, "link"])
+    check_writable(tmp_path, f"--out {tmp_path}", WRITABLE_HINT)  # a folder, written into
+    with pytest.raises(UserError, match=r"is a folder: --out .* cannot replace it"):
+        check_writable(tmp_path, f"--out {tmp_path}", WRITABLE_HINT, file=True)
+
+
+def test_verify_refuses_where_it_cannot_write_before_its_kernel(tmp_path: Path, immutable: list[Path]) -> None:
+    """The certificate (`--out`, or by default the working folder) and every `--emit` file: before, the kernel ran
+    its whole run, then the write failed naming lockgen's temporary file (`/sys/.x.json.gvyg22ke.tmp`), and with
+    `--emit prom=OK,junit=UNWRITABLE` the certificate and the prom file were left written."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    _freeze(folder, immutable)
+    quick = ("verify", "--arch", "cpu", "--quick")
+    said = _refused(run_cli(*quick, cwd=folder), folder)
+    assert f"the certificate {folder}/lockgen-cpu-" in said and "verifying" not in said, said
+    said = _refused(run_cli(*quick, "--out", str(folder / "c.cert.json")), folder)
+    assert f"--out {folder / 'c.cert.json'} cannot" in said and "verifying" not in said, said
+    out, prom, junit = tmp_path / "c.cert.json", tmp_path / "c.prom", folder / "c.xml"
+    said = _refused(run_cli(*quick, "--out", str(out), "--emit", f"prom={prom},junit={junit}"), folder)
+    assert f"--emit junit={junit} cannot" in said and "verifying" not in said, said
+    assert not out.exists() and not prom.exists() and list(folder.iterdir()) == []

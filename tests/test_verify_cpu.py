@@ -152,6 +152,22 @@ def test_the_fingerprint_is_signed_and_a_pinned_reference_judges_the_next_run(
         other.returncode == 1
         and "numerics/expected_fingerprint: digest gemm_fp32 differs from the reference" in other.stderr
     ), other.stderr
+    assert "\n  FAIL numerics/expected_fingerprint: digest gemm_fp32 differs" in other.stderr, other.stderr
+
+
+def test_every_check_counted_is_printed_the_pinned_fingerprint_s_too(tmp_path: Path) -> None:
+    """With `--expect-numerics` the summary said `16 of 16 checks passed` over 15 `ok` lines: the checks lockgen
+    judges after the kernel (the pinned fingerprint's) were never printed, so a failing one had no FAIL line."""
+    first = tmp_path / "first.cert.json"
+    assert run_cli("verify", "--arch", "cpu", "--quick", "--out", str(first)).returncode == 0
+    again = run_cli(
+        "verify", "--arch", "cpu", "--quick", "--expect-numerics", str(first), "--out", str(tmp_path / "b.cert.json")
+    )
+    assert again.returncode == 0, again.stderr
+    printed = [line for line in again.stderr.splitlines() if line.startswith(("  ok   ", "  FAIL "))]
+    counted = re.search(r"^(\d+) of (\d+) checks passed", again.stderr, re.MULTILINE)
+    assert counted is not None and len(printed) == int(counted[2]) == int(counted[1]), again.stderr
+    assert sum(line.startswith("  ok   numerics/expected_fingerprint: all ") for line in printed) == 1, printed
 
 
 def test_one_environment_has_one_numerics_key_with_lock_or_without(

@@ -252,6 +252,46 @@ def test_a_dead_kernel_is_named_with_its_phase_and_the_setting_that_breaks_it() 
     )
 
 
+def test_a_check_line_is_not_the_error_and_a_setting_of_another_phase_is_not_blamed() -> None:
+    """A review saw `died by SIGKILL in phase convolution: ok   correctness/gemm_bf16: relative error ...`: the
+    kernel's last check line quoted as the error. Nothing follows the phase when no line says what went wrong; and a
+    setting known to break another phase is said as set, never put in the hint (`unset ...` would not help)."""
+    from lockgen.core.certificate.kernel_deaths import describe_death
+
+    checks = [
+        "ok   correctness/gemm_bf16: relative error 1.65e-03 (limit 2e-02)",
+        "@phase convolution",
+        "FAIL correctness/conv_forward: relative error 3.0e-01 (limit 1e-04)",
+    ]
+    assert describe_death("k", -9, checks, {}) == ("k died by SIGKILL in phase convolution", [])
+    assert describe_death("k", -9, [*checks, "RuntimeError: out of memory"], {})[0] == (
+        "k died by SIGKILL in phase convolution: RuntimeError: out of memory"
+    )
+    message, unset = describe_death("k", -9, checks, {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    assert message.startswith("k died by SIGKILL in phase convolution; also set in its environment: PYTORCH_NO_CUDA")
+    assert unset == []
+
+
+def test_a_kernel_past_its_timeout_is_named_with_its_phase_and_a_hint_for_its_machine() -> None:
+    """A CPU run killed at `--timeout` named `nvidia-smi` and NCCL, and not the phase it hung in."""
+    from lockgen.adapters.node import kernel
+    from lockgen.errors import KernelError
+
+    hangs = (
+        "import time\nfrom verify.results import mark_phase\nmark_phase('training')\nmark_phase('training/bf16')\n"
+        "time.sleep(300)\n"
+    )
+    for cpu in (True, False):
+        with pytest.raises(KernelError) as raised:
+            kernel._run([sys.executable, "-c", hangs], 5, lambda line: None, "the verification kernel", {}, [], cpu=cpu)
+        assert str(raised.value) == (
+            "the verification kernel did not finish within 5 s in phase training/bf16; every process it started was "
+            "killed"
+        )
+        assert ("nvidia-smi" in raised.value.hint) is not cpu and "raise --timeout" in raised.value.hint
+        assert raised.value.timed_out
+
+
 def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in kernel announces its phases as verify does, prints an abort's frames and kills itself with
     SIGABRT inside the graph capture: lockgen's error names the signal, the phase, the error line and the setting."""

@@ -151,12 +151,73 @@ def test_a_refused_verify_kills_the_kernel_it_started(stand_in: tuple[Path, Path
         ["--arch", "cpu", "--nodes", "1.5"],
         ["--arch", "cpu", "--emit", "nfd=features.txt"],  # node features need --lock
         ["--arch", "cpu", "--emit", "prom=p.prom, nfd=f.txt"],
+        # no time limit: the typer command refuses it (exit 2); a negative one is a value this path never reads
+        ["--arch", "cpu", "--timeout", "0"],
+        ["--arch", "cpu", "--timeout", "0.0"],
+        ["--arch", "cpu", "--timeout", "nan"],
+        ["--arch", "cpu", "--timeout", "inf"],
+        ["--arch", "cpu", "--timeout", "1e300"],
     ],
 )
 def test_only_the_plain_forms_start_a_kernel(words: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[tuple] = []
     monkeypatch.setattr(kernel, "start_early", lambda *args: started.append(args))
     assert fast_path.answered(["verify", *words]) is None and not started
+
+
+@pytest.mark.parametrize("timeout", ["0", "-5", "nan", "inf"])
+def test_a_timeout_that_is_no_time_limit_is_a_usage_error(
+    stand_in: tuple[Path, Path], tmp_path: Path, timeout: str
+) -> None:
+    """`--timeout 0` and `-5` started the kernel, which was then said not to finish "within -5 s"; `inf` was an
+    OverflowError (exit 3). Now a usage error, the kernel never started (the fast path agrees with the command)."""
+    interpreter, notes = stand_in
+    out = tmp_path / "c.json"
+    result = run_cli("verify", "--arch", "cpu", "--python", str(interpreter), "--timeout", timeout, "--out", str(out))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"error: --timeout {timeout} is not a time limit\nhint: pass --timeout SECONDS")
+    assert list(notes.iterdir()) == [] and not out.exists()
+
+
+def _one_error(stderr: str) -> str:
+    """The one `error:` line of a refusal with its hint and no traceback, naming no temporary file."""
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "\nhint: " in stderr and "Traceback" not in stderr, stderr
+    assert ".tmp" not in stderr and "verifying" not in stderr, stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize("where", ["fifo", "under a file", "folder", "emit"])
+def test_a_destination_verify_cannot_write_stops_the_kernel_it_started(
+    stand_in: tuple[Path, Path], tmp_path: Path, where: str
+) -> None:
+    """`--out` a FIFO (replaced by a regular file, exit 0), a path under a file or an existing folder, or an `--emit`
+    file under a file: refused before the run (before, after it), naming the path given; the kernel the fast path
+    started, its group and its folder are gone; nothing is written and the FIFO is left a FIFO."""
+    interpreter, notes = stand_in
+    fifo, file, out = tmp_path / "fifo", tmp_path / "file", tmp_path / "c.json"
+    os.mkfifo(fifo)
+    file.write_text("")
+    given, emit = {
+        "fifo": (fifo, []),
+        "under a file": (file / "c.json", []),
+        "folder": (notes, []),
+        "emit": (out, ["--emit", f"prom={tmp_path / 'p.prom'},junit={file / 'r.xml'}"]),
+    }[where]
+    result = run_cli("verify", "--arch", "cpu", "--quick", "--python", str(interpreter), "--out", str(given), *emit)
+    assert result.returncode == 1, result.stderr
+    expected = {
+        "fifo": f"error: `{fifo}` is a FIFO, not a file: --out {fifo} cannot replace it",
+        "under a file": f"error: `{file}` is not a folder: --out {given} cannot be written under it",
+        "folder": f"error: `{notes}` is a folder: --out {notes} cannot replace it",
+        "emit": f"error: `{file}` is not a folder: --emit junit={file / 'r.xml'} cannot be written under it",
+    }
+    assert _one_error(result.stderr) == expected[where]
+    ((pid, start),) = _starts(notes).items()  # the fast path started it
+    kept = Path(start["argv"][start["argv"].index("--out") + 1])
+    assert _gone(pid) and _gone(start["grandchild"]) and not kept.parent.exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fifo", "file", "notes", "python"]
+    assert fifo.is_fifo() and file.read_text() == ""
 
 
 def test_a_kernel_abandoned_while_it_writes_ends_without_a_traceback(

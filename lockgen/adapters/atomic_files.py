@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import struct
 import tempfile
 from collections.abc import Iterable
@@ -46,7 +47,7 @@ WRITABLE_HINT = (
 )
 
 
-def check_writable(destination: Path, what: str, hint: str) -> None:
+def check_writable(destination: Path, what: str, hint: str, *, file: bool = False) -> None:
     """Refuses, before any work whose result goes to `destination`, a destination that cannot be written as lockgen
     writes: an existing folder (written into) that takes no new file; an existing file (replaced by a rename)
     marked immutable or append-only; else the parent, where the file or folder is made (the parents made first
@@ -55,10 +56,15 @@ def check_writable(destination: Path, what: str, hint: str) -> None:
     folder, but not a read-only mount or an immutable folder), and an append-only folder takes the file but not
     its removal or a rename over a file in it. `what` names the destination as the user gave it (`--out img`);
     the error names the folder or file they gave, and the one that refused where that is an ancestor still to be
-    made (never the probe)."""
+    made (never the probe). Anything else that is there (a FIFO, a device, a socket) is refused: the rename would
+    put a file in its place, never write to it. With `file` (the result is one file: a certificate, a rendering)
+    an existing folder is refused too, as the write would refuse it after the work."""
+    if file and destination.is_dir():
+        raise UserError(f"`{destination}` is a folder: {what} cannot replace it", "pass the path of a file to write")
     if destination.is_dir():
         given = folder = destination
     else:
+        _refuse_special(destination, what)
         marks = _marks(destination) if destination.exists() else []
         if marks:
             raise UserError(f"`{destination}` is marked {' and '.join(marks)}: {what} cannot replace it", hint)
@@ -85,6 +91,30 @@ def check_writable(destination: Path, what: str, hint: str) -> None:
             f"(the empty file `{Path(probe).name}` made to find that out could not be removed either)",
             hint,
         ) from None
+
+
+_SPECIAL = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _refuse_special(path: Path, what: str) -> None:
+    """Refuses a `path` that is there (through its links) and is neither a file nor a folder: lockgen writes a new
+    file and renames it onto `path`, which would remove a FIFO, a device (as root, /dev/null) or a socket and leave
+    a file in its place."""
+    try:
+        kind = _SPECIAL.get(stat.S_IFMT(os.stat(path).st_mode))
+    except OSError:
+        return  # not there (or a dangling link): a new file is made
+    if kind is not None:
+        raise UserError(
+            f"`{path}` is {kind}, not a file: {what} cannot replace it",
+            "name a file or a new path: lockgen writes a file and renames it into place, which would put a file "
+            "where the " + kind.removeprefix("a ") + " is, never write to it",
+        )
 
 
 FS_IOC_GETFLAGS = 0x80086601  # <linux/fs.h>: _IOR('f', 1, long) on 64-bit Linux
@@ -131,6 +161,7 @@ def _write_pieces(path: Path, pieces: Iterable[bytes], mode: int) -> None:
         with os.fdopen(handle, "wb") as stream:
             for piece in pieces:
                 stream.write(piece)
+        _refuse_special(path, "the write")  # at the last moment: nothing is renamed over a device, checked or not
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)

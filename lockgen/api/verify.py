@@ -20,7 +20,7 @@ from lockgen.adapters import home, user_files
 from lockgen.adapters.node import gpu_host, kernel, signing
 from lockgen.adapters.pypi import python_dists
 from lockgen.adapters.store import env_manifest
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import read_lock
 from lockgen.api.steps.certificate_steps import read_numerics_references
 from lockgen.api.steps.conformance_steps import conform, read_bundle, read_manifests
@@ -110,6 +110,7 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
         read_bundle(options.manifests),
         references,
     )
+    _check_destinations(options)
     target = options.environment
     if not isinstance(target, Image):
         python = _interpreter(target)
@@ -133,6 +134,31 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
                 "pass --lock to prove the image is a lock's, or re-export it from its lock",
             )
         return _verify(options, given, str(folder / "bin" / "python"), image, None, progress)
+
+
+def _check_destinations(options: VerifyOptions) -> None:
+    """Refuses, before the environment is proven and the kernel run, a certificate or `--emit` file that cannot be
+    written, each named as given (never the write's temporary file): a run that could write none of its results,
+    or only some of them, is not begun (a kernel started with lockgen is stopped as for any refusal)."""
+    if options.out is not None:
+        check_writable(options.out, f"--out {options.out}", WRITABLE_HINT, file=True)
+    else:  # the folder the certificate goes to, named for this moment: the run's own name differs only in its time
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        default = _certificate_path(options, normalize_arch(options.arch), stamp)
+        check_writable(
+            default,
+            f"the certificate {default}",
+            "pass --out FILE, or make that folder writable (a read-only mount, an immutable folder or its "
+            "permissions); nothing was done",
+            file=True,
+        )
+    for fmt, out in options.emit:
+        check_writable(out, f"--emit {fmt}={out}", WRITABLE_HINT, file=True)
+
+
+def _certificate_path(options: VerifyOptions, arch: str, stamp: str) -> Path:
+    """Where the certificate goes: `--out`, else `certs/` beside the lock, else the working folder."""
+    return options.out or certificate_path(options.lock.resolve() if options.lock else None, arch, stamp, Path.cwd())
 
 
 def _interpreter(target: Prefix | Python | None) -> str:
@@ -253,7 +279,7 @@ def _verify(
         )
         sizes = "1,16" if arch == "cpu" else "1,16,128,1024"  # gloo on CPUs: small sizes say enough
         dist_doc, dist_raw = kernel.run_distributed(
-            python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous
+            python, gpus, sizes, options.timeout_s, progress, rendezvous=rendezvous, cpu=arch == "cpu"
         )
         distributed = _report(dist_doc, "distributed")
         digests["distributed"] = hashlib.sha256(dist_raw).hexdigest()
@@ -299,29 +325,45 @@ def _verify(
         numerics_environment=_numerics_environment(image, tree, lock_sha256),
         duration_s=round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1),
     )
-    path = options.out or certificate_path(
-        options.lock.resolve() if options.lock else None, arch, started.strftime("%Y%m%dT%H%M%SZ"), Path.cwd()
-    )
+    printed = {(c.category, c.name) for report in (single, distributed) if report for c in report.checks}
+    for check in body.checks:  # the kernel printed its own checks as it ran them; these lockgen judged after
+        if (check.category, check.name) not in printed:
+            progress(f"  {check.line()}")
+    path = _certificate_path(options, arch, started.strftime("%Y%m%dT%H%M%SZ"))
     data = body.model_dump(mode="json", by_alias=True)
     unsigned: JsonObject = {"certificate": data, "signature": None}
     write_atomic(path, signing.signed_file(data, options.key) if options.key else signing.render(unsigned))
-    _emit(body, options, given.references, progress)
+    _emit(body, path, options, given.references, progress)
     return Verified(path, body)
 
 
 def _emit(
     body: CertificateBody,
+    certificate: Path,
     options: VerifyOptions,
     references: tuple[NumericsReference, ...],
     progress: Callable[[str], None],
 ) -> None:
     """The certificate's renderings for fleet tools, each written atomically; all are rendered before the
-    first is written, so a rendering that fails leaves every file as it was (the certificate stays). With
-    pinned numerics references, each says how the fingerprint compares apart (the check is in the body already)."""
+    first is written, so a rendering that fails leaves every file as it was (the certificate stays). A write
+    that fails even so (their destinations were checked before the run: a disk that filled meanwhile) says which
+    files were written. With pinned numerics references, each says how the fingerprint compares apart (the check
+    is in the body already)."""
     judgement = judge_against(body.numerics, body.stack, references) if references else None
     renderings = [(fmt, out, render_certificate(body, fmt, options.valid_for, judgement)) for fmt, out in options.emit]
+    written = [f"the certificate {certificate}"]
     for fmt, out, text in renderings:
-        write_atomic(out, text)
+        try:
+            write_atomic(out, text)
+        except (OSError, UserError) as exc:
+            why = exc.message if isinstance(exc, UserError) else exc.strerror or str(exc)
+            raise UserError(
+                f"--emit {fmt}={out} was not written ({why}); written: {', '.join(written)}",
+                f"free space there or choose another path, then render what is missing from the certificate: "
+                f"lockgen cert export {certificate} --format {fmt} --out FILE"
+                + (f" --expect-numerics {options.expect_numerics}" if options.expect_numerics else ""),
+            ) from None
+        written.append(f"{fmt} {out}")
         progress(f"wrote {fmt} {out}")
         for note in rendering_notes(body, fmt, out, dt.datetime.now(dt.timezone.utc), options.valid_for):
             progress(f"note: {note}")

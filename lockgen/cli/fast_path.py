@@ -150,15 +150,19 @@ VERIFY_NUMBERS = {"--timeout": float, "--gpus": int, "--nodes": int}
 
 
 def _refused_surely(options: dict[str, str]) -> bool:
-    """Whether lockgen will refuse these options whatever the inputs say (a number typer cannot read, a rendering
-    that names the lock, which needs `--lock` and so never comes this way): nothing is started for a command that
-    cannot run."""
+    """Whether lockgen will refuse these options whatever the inputs say (a number typer cannot read, a `--timeout`
+    that is no time limit, a rendering that names the lock, which needs `--lock` and so never comes this way):
+    nothing is started for a command that cannot run."""
     for name, kind in VERIFY_NUMBERS.items():
         if name in options:
             try:
                 kind(options[name])
             except ValueError:
                 return True
+    from lockgen.model.requests import is_time_limit  # the rule `verify_cmds.verify` refuses it by
+
+    if "--timeout" in options and not is_time_limit(float(options["--timeout"])):
+        return True
     from lockgen.model.export_formats import LOCK_BOUND_FORMATS  # the rule `api.verify` refuses such a run by
 
     formats = (item.strip().partition("=")[0] for item in options.get("--emit", "").split(","))

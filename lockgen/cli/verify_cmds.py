@@ -90,7 +90,11 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Print {certificate, passed, checks, failed, not_run} as JSON."),
 ) -> None:
     """Run the verification kernel in the environment on this machine's GPUs and write a certificate."""
+    from lockgen.model.requests import is_time_limit
     from lockgen.api.verify import VerifyOptions, verify as run
+
+    if not is_time_limit(timeout):  # the fast path starts no kernel for it either (`fast_path._refused_surely`)
+        fail(f"--timeout {timeout:g} is not a time limit", "pass --timeout SECONDS, a number above 0 (default 600)", 2)
 
     target = environment(
         prefix,

@@ -1,9 +1,11 @@
 """What a command asks of a use case, as values: the environment a command names (a prefix, an
 interpreter, an image), built once by the CLI from its flags, so the one-of rule is checked once there
-and a use case takes one of three shapes instead of three optional arguments."""
+and a use case takes one of three shapes instead of three optional arguments; and the rule a time limit a
+command is given must meet (`is_time_limit`), which the fast path and the typer command both apply."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -116,6 +118,13 @@ class ExportRequest:
     tag: str | None = None
     layering: Layering = Layering()
     fmt: str = "oci-layout"
+
+
+def is_time_limit(seconds: float) -> bool:
+    """Whether `seconds` (`verify --timeout`) can limit a kernel run: above 0 (at 0 or less the kernel would be
+    killed as it starts) and at most the longest wait a thread can make (`threading.TIMEOUT_MAX`, which the
+    kernel's wait is; `inf` overflows it); NaN is neither."""
+    return 0 < seconds <= threading.TIMEOUT_MAX
 
 
 def _absolute(path: Path) -> Path:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from lockgen.core.certificate.kernel_deaths import PHASE_MARK, describe_death
+from lockgen.core.certificate.kernel_deaths import CHECK_MARKS, PHASE_MARK, describe_death, describe_timeout
 from lockgen.errors import KernelError
 
 if TYPE_CHECKING:  # the models import pydantic: 75 ms that `start_early` runs before
@@ -86,7 +86,7 @@ class _Started:
             del self.tail[:-200]  # an abort prints dozens of stack frames after the line that says what went wrong
             if line.startswith(PHASE_MARK):
                 self.phase[:] = [line]
-            elif line.startswith(("ok  ", "FAIL")):
+            elif line.startswith(CHECK_MARKS):
                 with self.lock:
                     if self.progress is None:
                         self.held.append(line)
@@ -134,10 +134,15 @@ def _run(
     extra_env: dict[str, str],
     shown: Sequence[str],
     given: str | None = None,
+    *,
+    ranks: bool = False,
+    cpu: bool = False,
 ) -> None:
     """Runs the kernel `command`; `shown`: its arguments as a failure's hint gives them, to run it by hand;
-    `given`: text for its stdin (the expectations, which it reads once torch is imported)."""
-    _finish(_start(command, what, extra_env, given is not None), timeout_s, progress, what, shown, given)
+    `given`: text for its stdin (the expectations, which it reads once torch is imported); `ranks`: it runs
+    ranks (torchrun), `cpu`: on CPUs, as a timeout names them."""
+    started = _start(command, what, extra_env, given is not None)
+    _finish(started, timeout_s, progress, what, shown, given, ranks=ranks, cpu=cpu)
 
 
 def _finish(
@@ -147,8 +152,12 @@ def _finish(
     what: str,
     shown: Sequence[str],
     given: str | None,
+    *,
+    ranks: bool,
+    cpu: bool,
 ) -> None:
-    """Gives the started kernel its stdin text, waits for it (at most `timeout_s` from now) and names its death."""
+    """Gives the started kernel its stdin text, waits for it (at most `timeout_s` from now) and names its death,
+    or the phase it hung in (`ranks`, `cpu`: what it ran, for the hint)."""
     process = started.process
     started.forward(progress)
     if given is not None:
@@ -158,11 +167,7 @@ def _finish(
             process.stdin.close()
     if not _ended_within(process, timeout_s):
         _kill_group(process)
-        late = KernelError(
-            f"{what} did not finish within {timeout_s:.0f} s (a hung rank or collective?); every process it "
-            "started was killed",
-            "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow",
-        )
+        late = KernelError(*describe_timeout(what, timeout_s, started.phase, ranks, cpu))
         late.timed_out = True
         raise late from None
     if started.reader is not None:
@@ -171,10 +176,10 @@ def _finish(
     if process.returncode != 0:
         tail = started.tail
         text = "\n".join(tail)
-        ranks = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", text)
+        exits = re.findall(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", text)
         hint = f"re-run with -v, or run the kernel by hand: {by_hand(started.command[0], *shown)}"
-        if ranks:
-            last = "; ".join(f"rank {rank} exited with code {code}" for rank, code in ranks)
+        if exits:
+            last = "; ".join(f"rank {rank} exited with code {code}" for rank, code in exits)
             message = f"{what} failed (exit {process.returncode}): {last[:300]}"
         else:
             message, breakers = describe_death(what, process.returncode, [*started.phase, *tail], started.environment)
@@ -298,7 +303,16 @@ def run_single(
         out_path = Path(folder_name) / "single.json"
         shown = ["-m", "verify", "--arch", arch, *started.command[started.command.index("--out") + 2 :]]
         try:
-            _finish(started, timeout_s, progress, "the verification kernel", shown, json.dumps(expected))
+            _finish(
+                started,
+                timeout_s,
+                progress,
+                "the verification kernel",
+                shown,
+                json.dumps(expected),
+                ranks=False,
+                cpu=arch == "cpu",
+            )
         finally:
             _kill_group(started.process)  # an interrupt while it runs: nothing of it is left behind
         return _read(out_path, "the verification kernel")
@@ -322,8 +336,9 @@ def run_distributed(
     progress: Callable[[str], None],
     extra_env: dict[str, str] | None = None,
     rendezvous: Rendezvous | None = None,
+    cpu: bool = False,
 ) -> tuple[JsonObject, bytes]:
-    """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs), on this host
+    """The multi-GPU kernel under torchrun, one process per GPU (gloo processes on CPUs, `cpu`), on this host
     alone or, with `rendezvous`, as one node of several."""
     with tempfile.TemporaryDirectory(prefix="lockgen-verify-") as folder:
         out_path = Path(folder) / "dist.json"
@@ -380,6 +395,8 @@ def run_distributed(
                     "--sizes-mib",
                     sizes_mib,
                 ],
+                ranks=True,
+                cpu=cpu,
             )
         except KernelError as exc:
             # torchrun gave up on the other nodes, or (a slow start on a busy host) lockgen's limit came first

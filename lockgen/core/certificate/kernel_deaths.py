@@ -1,6 +1,7 @@
 """What to say of a verification kernel that died instead of writing its document: the signal (or exit code),
 the phase it was in (the kernel's last `@phase NAME` line on stderr), the error line worth reading (not the
-C++ stack frames an abort prints last), and the settings of its environment known to break that phase.
+C++ stack frames an abort prints last, nor the kernel's own check lines), and the settings of its environment
+known to break that phase; and of one killed at `--timeout`: the phase it was in, and where to look.
 
 Pure: the launcher (`adapters/node/kernel.py`) gives the exit code, the kernel's last stderr lines and the
 environment the kernel ran with.
@@ -13,6 +14,7 @@ import signal
 from collections.abc import Mapping, Sequence
 
 PHASE_MARK = "@phase "  # verify.results.PHASE_MARK: the kernel's line before each phase
+CHECK_MARKS = ("ok  ", "FAIL")  # how the kernel's check lines begin (verify.results.Results.check)
 
 # (variable, value that breaks; None: any non-empty value) -> (the phase it breaks: the first part of the
 # kernel's phase names, and why). Each entry was seen on a lent GPU.
@@ -54,7 +56,8 @@ def how_it_ended(returncode: int) -> str:
 
 def error_line(lines: Sequence[str]) -> str:
     """The line that says what went wrong: an abort's `what():` message, else the last line that is not a
-    stack frame, a phase mark, a separator or PyTorch's boilerplate."""
+    stack frame, a phase mark, a check line (the last check passed or failed before the death: not its cause),
+    a separator or PyTorch's boilerplate; empty when there is none."""
     for index, line in enumerate(lines):
         if "what():" in line:
             message = line.split("what():", 1)[1].strip()
@@ -66,6 +69,7 @@ def error_line(lines: Sequence[str]) -> str:
             not text
             or set(text) <= set("=-*")
             or text.startswith(PHASE_MARK)
+            or line.startswith(CHECK_MARKS)
             or _FRAME.match(line)
             or text.startswith(_NOISE)
         ):
@@ -91,7 +95,9 @@ def breaking_settings(phase: str | None, environ: Mapping[str, str]) -> tuple[li
 def describe_death(
     what: str, returncode: int, lines: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[str, list[str]]:
-    """The one-line error for a kernel that ended with `returncode` and the settings to unset (for the hint)."""
+    """The one-line error for a kernel that ended with `returncode` and the settings to unset (for the hint): those
+    known to break the phase it died in. One known to break another phase is said in the error, as set, but not
+    blamed: unsetting it would not have saved this run."""
     phase = last_phase(lines)
     where = f" in phase {phase}" if phase else " before its first phase"
     message = f"{what} {how_it_ended(returncode)}{where}"
@@ -103,4 +109,22 @@ def describe_death(
         message += f"; set in its environment: {'; '.join(here)}"
     elif elsewhere:
         message += f"; also set in its environment: {'; '.join(elsewhere)}"
-    return message, [said.split("=", 1)[0] for said in here or elsewhere]
+    return message, [said.split("=", 1)[0] for said in here]
+
+
+def describe_timeout(what: str, timeout_s: float, lines: Sequence[str], ranks: bool, cpu: bool) -> tuple[str, str]:
+    """The error and hint for a kernel killed at `timeout_s`: the phase it was in when its lines tell it, a hung
+    rank or collective where it ran `ranks`, and where to look: the GPUs and NCCL, or on a CPU the machine's
+    speed (a CPU run is as fast as the cores it is given)."""
+    phase = last_phase(lines)
+    message = (
+        f"{what} did not finish within {timeout_s:.0f} s"
+        + (f" in phase {phase}" if phase else "")
+        + (" (a hung rank or collective?)" if ranks else "")
+        + "; every process it started was killed"
+    )
+    if cpu:
+        return message, (
+            "raise --timeout if this machine is slow or busy (other work on its cores, OMP_NUM_THREADS set low)"
+        )
+    return message, "check `nvidia-smi`, CUDA_VISIBLE_DEVICES and NCCL settings; raise --timeout if the machine is slow"
