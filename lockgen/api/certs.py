@@ -99,7 +99,16 @@ def export_certificate(
     --expect-numerics` reads it), judged alone against it first, so a node whose bits differ fails in every
     format. With `out`, written there atomically, so a reader that polls the file (node_exporter, NFD) sees the
     old rendering or the new, never half of one."""
-    references = read_numerics_references(expect_numerics) if expect_numerics is not None else ()
+    references = (
+        read_numerics_references(
+            expect_numerics,
+            signing.public_keys([public_key]) if public_key is not None else {},
+            "pass --key with the public key that signed the reference (KEY.pub), or pin the good node's `numerics` "
+            "object instead",
+        )
+        if expect_numerics is not None
+        else ()
+    )
     body = check_certificate(path, public_key, None).certificate
     judgement = None
     if references:

@@ -278,7 +278,7 @@ def cert_compare(
             )
             + (
                 [
-                    f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: "
+                    f"B's numerics fingerprint is not A's ({shown(numerics.said, 400)}); likely cause: "
                     f"{shown(numerics.cause, 400)}"
                 ]
                 if numerics.differing
