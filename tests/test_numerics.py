@@ -235,7 +235,7 @@ def test_the_likely_cause_in_order() -> None:
     )  # the setting known to change numerics first, whatever the names' order
     assert "a setting that changes numerics is set: NVIDIA_TF32_OVERRIDE=0" in likely_cause(
         tf32.stack, healthy.numerics, []
-    )  # a bare reference: no stack
+    )  # no peer at all (a bare reference's cause is `unrecorded_cause`'s)
     preloaded = _body(_digests(1), foreign=["/tmp/libx.so"])
     assert "/tmp/libx.so" in likely_cause(preloaded.stack, healthy.numerics, [healthy.stack])
     undigested = _body(_digests(1), environment=None)

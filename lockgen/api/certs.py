@@ -99,11 +99,20 @@ def export_certificate(
 ) -> CertificateExport:
     """The certificate rendered in `fmt` (prom, nfd, npd, junit), once `verified_certificate` accepts it, as `cert
     verify` does (its signature checked with one of `keys`; without keys, only an unsigned certificate, and a note
-    says so); with `expect_numerics` (a reference fingerprint per key, as `verify --expect-numerics` reads it),
-    judged alone against it first, so a node whose bits differ fails in every format. With `out`, written there
-    atomically, so a reader that polls the file (node_exporter, NFD) sees the old rendering or the new, never half
-    of one."""
-    references = read_numerics_references(expect_numerics) if expect_numerics is not None else ()
+    says so); with `expect_numerics` (a reference fingerprint per key, as `verify --expect-numerics` reads it: a
+    reference certificate signed by one of `keys`), judged alone against it first, so a node whose bits differ
+    fails in every format. With `out`, written there atomically, so a reader that polls the file (node_exporter,
+    NFD) sees the old rendering or the new, never half of one."""
+    references = (
+        read_numerics_references(
+            expect_numerics,
+            signing.public_keys(keys),
+            "pass --key with the public key that signed the reference (KEY.pub), or pin the good node's `numerics` "
+            "object instead",
+        )
+        if expect_numerics is not None
+        else ()
+    )
     verified = verified_certificate(path, keys, None)
     body = verified.certificate.certificate
     judgement = None

@@ -102,7 +102,16 @@ def verify(options: VerifyOptions, progress: Callable[[str], None]) -> Verified:
     rendezvous = _rendezvous(options)
     loaded = read_lock(options.lock) if options.lock is not None else None
     # the cheap refusals (wrong arch, wrong platform) before any hashing
-    references = read_numerics_references(options.expect_numerics) if options.expect_numerics is not None else ()
+    references = (
+        read_numerics_references(
+            options.expect_numerics,
+            signing.signer_public_key(options.key) if options.key is not None else {},
+            "sign this run with the key that signed the reference (--key KEY), or pin the good node's `numerics` "
+            "object instead",
+        )
+        if options.expect_numerics is not None
+        else ()
+    )
     given = _Run(
         loaded,
         _expectations(options, normalize_arch(options.arch), loaded),

@@ -22,6 +22,11 @@ _UNIT = {
     "w": dt.timedelta(weeks=1),
 }
 _EMIT_EXAMPLE = "e.g. --emit prom=/var/lib/prometheus/node-exporter/lockgen.prom,junit=report.xml"
+SIGNER_KEYS_HELP = (
+    "A signer's public key (KEY.pub): the certificate must be signed by one of the keys given and its signature "
+    "verify, as `cert verify` checks it. Repeatable (one per signer). Without it, only an unsigned certificate is "
+    "accepted."
+)
 
 
 def parse_valid_for(text: str) -> dt.timedelta:
@@ -69,13 +74,7 @@ def export(
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Write here, atomically, instead of stdout (not for npd)."
     ),
-    key: list[Path] = typer.Option(
-        [],
-        "--key",
-        help="A signer's public key (KEY.pub): the certificate must be signed by one of the keys given and its "
-        "signature verify, as `cert verify` checks it. Repeatable (one per signer). Without it, only an unsigned "
-        "certificate is rendered.",
-    ),
+    key: list[Path] = typer.Option([], "--key", help=SIGNER_KEYS_HELP),
     valid_for: Optional[str] = typer.Option(
         None, "--valid-for", help="nfd: how long after the run the features stay valid (30m, 12h, 7d, 2w; default 7d)."
     ),

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from lockgen.cli.cert_export_cmd import parse_emit, parse_valid_for
+from lockgen.cli.cert_export_cmd import SIGNER_KEYS_HELP, parse_emit, parse_valid_for
 from lockgen.cli.ui import environment, fail, handles_errors, noise_fraction, print_json, progress, say
 from lockgen.model.export_formats import NFD_VALID_FOR
 from lockgen.model.names import normalize_arch, shown
@@ -182,12 +182,7 @@ def keygen(out: Path = typer.Option(..., "--out", help="Private key path; the pu
 @handles_errors
 def cert_verify(
     cert: Path = typer.Argument(..., help="A certificate file."),
-    key: list[Path] = typer.Option(
-        [],
-        "--key",
-        help="A signer's public key (KEY.pub): the certificate must be signed by one of the keys given and its "
-        "signature verify. Repeatable (one per signer). Without it, only an unsigned certificate is accepted.",
-    ),
+    key: list[Path] = typer.Option([], "--key", help=SIGNER_KEYS_HELP),
     lock: Optional[Path] = typer.Option(None, "--lock", help="Also require that the certificate covers this lock."),
     as_json: bool = typer.Option(
         False, "--json", help="Print {certificate, checked, arch, gpus, passed, failed} as JSON."
@@ -286,7 +281,7 @@ def cert_compare(
             )
             + (
                 [
-                    f"B computes different bits than A ({', '.join(numerics.differing)}); likely cause: "
+                    f"B's numerics fingerprint is not A's ({shown(numerics.said, 400)}); likely cause: "
                     f"{shown(numerics.cause, 400)}"
                 ]
                 if numerics.differing

@@ -447,6 +447,18 @@ def check_signed(document: JsonObject, public_key_path: Path) -> None:
     _check_signature(document, _load(public_key_path, private=False))
 
 
+def signer_public_key(private_key_path: Path) -> dict[str, Ed25519PublicKey]:
+    """The public half of the private key at `private_key_path`, by its key id: what a certificate it signed names."""
+    key = _load(private_key_path, private=True).public_key()
+    return {key_id(key): key}
+
+
+def check_signed_with(document: JsonObject, key: Ed25519PublicKey) -> None:
+    """`check_signed` with the key loaded (a numerics reference's keys are loaded once, a signing key's public half
+    among them)."""
+    _check_signature(document, key)
+
+
 def _check_signature(document: JsonObject, key: Ed25519PublicKey) -> None:
     """Refuses `document` (a canonical file's, its signature well formed: `verify_file`) unless `key` signed it,
     over what its form names: the file's bytes up to the body's end (rendered again: the file is canonical), or

@@ -11,8 +11,9 @@ the older form, or read without a key, is proven canonical by `signing.verify_fi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,11 +22,16 @@ from lockgen.adapters.node import signing
 from lockgen.api.steps.certificate_proof import Signers, certificate_files
 from lockgen.core import nesting
 from lockgen.core.certificate.numerics import NumericsReference
+from lockgen.core.certificate.numerics_votes import key_text
 from lockgen.errors import LockFormatError, UserError
-from lockgen.model.certificate import Certificate, CertificateBody, Numerics, Signature
+from lockgen.model.certificate import Certificate, CertificateBody, Numerics, NumericsKey, Signature
 from lockgen.model.certificate_time import CREATED_FORM, CREATED_PATTERN
+from lockgen.model.fingerprint import fingerprint_of
 from lockgen.model.json_values import JsonObject, object_at, text_at
 from lockgen.model.names import shown
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
 def read_certificate(path: Path, public_key: Path | None) -> tuple[JsonObject, Certificate]:
@@ -212,26 +218,126 @@ def list_certificates(folder: Path) -> list[tuple[Path, CertificateBody]]:
     return sorted(found, key=lambda item: item[1].created)
 
 
-def read_numerics_references(path: Path) -> tuple[NumericsReference, ...]:
+def read_numerics_references(
+    path: Path, keys: Mapping[str, Ed25519PublicKey], key_hint: str
+) -> tuple[NumericsReference, ...]:
     """The fingerprints `verify --expect-numerics FILE` pins: FILE is a certificate (its fingerprint, and its
-    stack to name what differs), one fingerprint `{"key": {...}, "digests": {...}}`, or a list of them."""
-    hint = "pass a certificate of a node known to be good, or its `numerics` object ({key, digests}), or a list of them"
-    try:
-        document = nesting.loads(
-            user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "numerics reference").decode("utf-8")
-        )
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UserError(f"cannot read the numerics reference `{shown(str(path))}`: {shown(str(exc))}", hint) from None
+    stack to name what differs), one fingerprint `{"key": {...}, "digests": {...}}`, or a list of either, each
+    key's digests given once. A certificate among them is proven as `cert verify` proves one: with `keys` (by key
+    id), signed by one of them; without, unsigned, since a signature no key can check would prove nothing of a
+    fingerprint changed by hand (`key_hint` says how to give the key where the reference is read)."""
     where = f"`{shown(str(path))}`"
+    try:
+        text = user_files.read_bytes(path, user_files.CERTIFICATE_LIMIT, "numerics reference").decode("utf-8")
+        document = nesting.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"cannot read the numerics reference {where}: {shown(str(exc))}", _REFERENCE_HINT) from None
     if isinstance(document, dict) and "certificate" in document:
-        body = read_certificate(path, None)[1].certificate
-        if body.numerics is None:
+        try:
+            signing.verify_file(text, None)  # a certificate file: its bytes canonical, its signature well formed
+        except LockFormatError as exc:
+            raise _not_a_reference(where, exc.message) from None
+    if not isinstance(document, list):
+        return (_entry_reference(document, where, keys, key_hint),)
+    if not document:
+        raise UserError(f"the numerics reference {where} holds no fingerprint", _REFERENCE_HINT)
+    references = tuple(
+        _entry_reference(entry, f"{where} (entry {index})", keys, key_hint) for index, entry in enumerate(document)
+    )
+    _refuse_ambiguous(references, where)
+    return references
+
+
+_REFERENCE_HINT = (
+    "pass a certificate of a node known to be good, or its `numerics` object ({key, digests}), or a list of them"
+)
+
+
+def _not_a_reference(where: str, why: str) -> UserError:
+    return UserError(f"{where} is not a numerics reference: {why}", _REFERENCE_HINT)
+
+
+def _entry_reference(entry: Any, where: str, keys: Mapping[str, Ed25519PublicKey], key_hint: str) -> NumericsReference:
+    """One fingerprint of the reference: a certificate's document (proven as a file's is, from its parsed JSON:
+    a list holds no file's bytes) or a `numerics` object."""
+    if isinstance(entry, dict) and "certificate" in entry:
+        try:
+            certificate = Certificate.model_validate(entry)
+        except ValidationError as exc:
+            raise _not_a_reference(where, f"a certificate {_refused_field(exc)}") from None
+        if certificate.certificate.passed != all(check.passed for check in certificate.certificate.checks):
+            raise _not_a_reference(where, "a certificate whose `passed` contradicts its checks: it was edited")
+        return _proven_reference(entry, certificate, where, keys, key_hint)
+    try:
+        numerics = Numerics.model_validate(entry)
+    except ValidationError as exc:
+        raise _not_a_reference(where, f"neither a certificate nor a `numerics` object: {_refused_field(exc)}") from None
+    return NumericsReference(numerics, None, where)
+
+
+def _refused_field(error: ValidationError) -> str:
+    """The first field the models refused, as the certificate's refusal names it (`_not_a_certificate`)."""
+    first = error.errors()[0]
+    at = ".".join(str(part) for part in first["loc"]) or "the top level"
+    return f"at {shown(at)}, {first['msg'].lower()}"
+
+
+def _proven_reference(
+    document: JsonObject,
+    certificate: Certificate,
+    where: str,
+    keys: Mapping[str, Ed25519PublicKey],
+    key_hint: str,
+) -> NumericsReference:
+    """A certificate's fingerprint, once its signature is proven under `keys` (`signing.check_signed_with`, what
+    `cert verify` checks), or, with no key given, once it is known to carry none."""
+    signature = certificate.signature
+    if signature is None:
+        if keys:
             raise UserError(
-                f"{where} is a certificate without a numerics fingerprint (made before lockgen computed one)",
-                "certify a good node again and pin that certificate",
+                f"the numerics reference {where} is an unsigned certificate, so no key given can prove its fingerprint",
+                "pin a good node's certificate signed by a key given (lockgen verify --key), or its `numerics` "
+                "object (as trustworthy as the file it is in)",
             )
-        return (NumericsReference(body.numerics, body.stack, where),)
-    entries = document if isinstance(document, list) else [document]
-    if not entries:
-        raise UserError(f"{where} holds no fingerprint", hint)
-    return tuple(NumericsReference(_validated(Numerics, entry, where), None, where) for entry in entries)
+    elif not keys:
+        raise UserError(
+            f"the numerics reference {where} is a certificate signed by key {shown(signature.key_id)}, but no "
+            "key was given to check it: a fingerprint changed by hand could not be told",
+            key_hint,
+        )
+    else:
+        key = keys.get(signature.key_id)
+        if key is None:
+            raise UserError(
+                f"the numerics reference {where} is signed by key {shown(signature.key_id)}, which no key given is",
+                key_hint,
+            )
+        try:
+            signing.check_signed_with(document, key)
+        except LockFormatError:
+            raise UserError(
+                f"the numerics reference {where} is a certificate whose signature does not verify: its content "
+                "was changed",
+                "pin the good node's original certificate",
+            ) from None
+    body = certificate.certificate
+    if body.numerics is None:
+        raise UserError(
+            f"the numerics reference {where} is a certificate without a numerics fingerprint (made before lockgen "
+            "computed one)",
+            "certify a good node again and pin that certificate",
+        )
+    return NumericsReference(body.numerics, body.stack, where)
+
+
+def _refuse_ambiguous(references: Sequence[NumericsReference], where: str) -> None:
+    """Refuses two entries of one key whose digests differ: which would judge a node would be chosen by order."""
+    first_of: dict[NumericsKey, NumericsReference] = {}
+    for reference in references:
+        earlier = first_of.setdefault(reference.numerics.key, reference)
+        if earlier.numerics.digests != reference.numerics.digests:
+            raise UserError(
+                f"the numerics reference {where} is ambiguous: {earlier.source} and {reference.source} are for the "
+                f"same key ({shown(key_text(fingerprint_of(reference.numerics).key), 300)}) with other digests",
+                "keep one reference per key: the certificate of the node known to be good",
+            )

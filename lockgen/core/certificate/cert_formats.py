@@ -14,7 +14,10 @@ A certificate judged against a pinned numerics reference (`cert export --expect-
 check among the others (a failed JUnit testcase, the passed gauge 0, no NFD label), and apart, what each tool
 can select on: Prometheus's `lockgen_numerics_reference_match` (1 or 0, the differing digests and the likely cause
 as labels), NFD's `<target>.numerics=matches` while it passes (a comment naming the digests when it does not),
-JUnit's `numerics.*` properties.
+JUnit's `numerics.*` properties, NPD's line the outcome. A reference that pins no fingerprint of the certificate's
+key (or a run that computed none) compared nothing: it fails the check too, but is said apart from other bits
+(`lockgen_numerics_reference_unjudged` with its reason, not a match of 0; JUnit's `numerics.reference` "no
+reference for this key"; NFD's comment and NPD's line say so).
 """
 
 from __future__ import annotations
@@ -145,7 +148,8 @@ class _CertificateCollector:
         for group, name, unit, value in _numeric_figures(body):
             figures.add_metric([*identity, _label_value(group), _label_value(name), _label_value(unit)], value)
         yield from (passed, created, duration, checks, figures)
-        if self._judgement is not None:
+        judgement = self._judgement
+        if judgement is not None and judgement.compared:
             match = GaugeMetricFamily(
                 "lockgen_numerics_reference_match",
                 "1 when the certificate's numerics fingerprint equals the pinned reference of its key, else 0 "
@@ -153,10 +157,19 @@ class _CertificateCollector:
                 labels=(*_IDENTITY_LABELS, "differing", "cause"),
             )
             match.add_metric(
-                [*identity, _label_value(",".join(self._judgement.differing)), _label_value(self._judgement.cause)],
-                1.0 if self._judgement.check.passed else 0.0,
+                [*identity, _label_value(",".join(judgement.differing)), _label_value(judgement.cause)],
+                1.0 if judgement.check.passed else 0.0,
             )
             yield match
+        elif judgement is not None:  # nothing compared: a 0 beside real mismatches would read as other bits
+            unjudged = GaugeMetricFamily(
+                "lockgen_numerics_reference_unjudged",
+                "1 when a numerics reference was pinned but not compared with the certificate's fingerprint (reason: "
+                "no reference for this key, or no fingerprint); its numerics/expected_fingerprint check failed",
+                labels=(*_IDENTITY_LABELS, "reason"),
+            )
+            unjudged.add_metric([*identity, _label_value(judgement.outcome)], 1.0)
+            yield unjudged
 
 
 def prometheus_text(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:
@@ -240,6 +253,8 @@ def nfd_features(
                 f"# numerics: {_one_line(', '.join(judgement.differing))} differ from the reference; likely "
                 f"cause: {_one_line(judgement.cause)}"
             )
+        elif judgement is not None and not judgement.compared:
+            lines.append(f"# numerics: {judgement.outcome}: {_one_line(judgement.check.detail)}")
     return "\n".join(lines) + "\n"
 
 
@@ -251,17 +266,19 @@ def _what(body: CertificateBody) -> str:
     return " ".join(_one_line(part) for part in (body.subject.target, body.arch) if part)
 
 
-def npd_status(body: CertificateBody) -> str:
+def npd_status(body: CertificateBody, judgement: ReferenceJudgement | None = None) -> str:
     """Node Problem Detector's message for the certificate, one line (NPD cuts it at `max_output_length`, so
-    the failed checks' names come first and their details stay in the certificate)."""
+    the failed checks' names come first and their details stay in the certificate); judged against a numerics
+    reference that failed it, the outcome follows them (a mismatch, or no reference for this key)."""
     lock = f", lock {_one_line(body.subject.lock_sha256[:12])}" if body.subject.lock_sha256 else ""
     run = created_text(_created_at(body))
     if body.passed:
         return f"lockgen {_what(body)}: certificate passed {len(body.checks)} checks (run {run}{lock})"
     failures = body.failures()
+    numerics = f" (numerics: {judgement.outcome})" if judgement is not None and not judgement.check.passed else ""
     return (
         f"lockgen {_what(body)}: certificate FAILED {len(failures)} of {len(body.checks)} checks: "
-        f"{_failed_names(failures)} (run {run}{lock})"
+        f"{_failed_names(failures)}{numerics} (run {run}{lock})"
     )
 
 
@@ -301,7 +318,7 @@ def junit_report(body: CertificateBody, judgement: ReferenceJudgement | None = N
     }
     if judgement is not None:
         covered |= {
-            "numerics.reference": "matches" if judgement.check.passed else "differs",
+            "numerics.reference": judgement.outcome,
             "numerics.differing": ", ".join(judgement.differing) or None,
             "numerics.cause": judgement.cause or None,
         }
@@ -336,7 +353,7 @@ def render_certificate(
     if fmt == "nfd":
         return nfd_features(body, valid_for, judgement)
     if fmt == "npd":
-        return npd_status(body) + "\n"
+        return npd_status(body, judgement) + "\n"
     if fmt == "junit":
         return junit_report(body, judgement)
     raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(EXPORT_FORMATS)}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lockgen.core.certificate.numerics_votes import likely_cause
+from lockgen.core.certificate.numerics_votes import likely_cause, unrecorded_cause
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
 from lockgen.model.fingerprint import digests_text
 from lockgen.model.json_values import JsonObject
@@ -58,14 +58,64 @@ class NumericsReference:
     source: str
 
 
+MATCHES = "matches"
+DIFFERS = "differs"
+NO_REFERENCE = "no reference for this key"  # nothing was compared: the reference pins other nodes, not this one
+NO_FINGERPRINT = "no fingerprint"  # nothing was compared: the run computed none
+
+
 @dataclass(frozen=True)
 class ReferenceJudgement:
     """A fingerprint judged against the pinned reference of its key: the `numerics/expected_fingerprint` check,
-    and, when the bits differ, which digests and the likely cause (for the formats that carry them apart)."""
+    its `outcome` (`MATCHES`, `DIFFERS`, or why nothing was compared: `NO_REFERENCE`, `NO_FINGERPRINT`), and, when
+    the bits differ, which digests and the likely cause (for the formats that carry them apart)."""
 
     check: Check
+    outcome: str
     differing: tuple[str, ...] = ()
     cause: str = ""
+
+    @property
+    def compared(self) -> bool:
+        """Whether a reference of the fingerprint's key was compared with it (a mismatch means other bits)."""
+        return self.outcome in (MATCHES, DIFFERS)
+
+
+MEASURED_OTHERWISE = (
+    "the two runs measured different sets of digests: another lockgen (its kernel) or mode computed them, not the "
+    "hardware"
+)
+
+
+def difference_text(mine: dict[str, str], theirs: dict[str, str], whose: str, here: str = "here") -> str:
+    """How the digests `mine` (measured `here`: "here", "in B") differ from `theirs` (`whose`: "the reference of
+    `ref.json`", "A's"): the values that differ, then the digests measured on one side only, which say other
+    software measured, not other bits."""
+    differing = differing_digests(mine, theirs)
+    said = []
+    changed = [name for name in differing if name in mine and name in theirs]
+    if changed:
+        said.append(f"{digests_text(changed)} from {whose}")
+    for names, one, several in (
+        (
+            [name for name in differing if name not in theirs],
+            f"was measured {here} but is missing from {whose}",
+            f"were measured {here} but are missing from {whose}",
+        ),
+        (
+            [name for name in differing if name not in mine],
+            f"is in {whose} but was not measured {here}",
+            f"are in {whose} but were not measured {here}",
+        ),
+    ):
+        if names:
+            said.append(f"digest {names[0]} {one}" if len(names) == 1 else f"digests {', '.join(names)} {several}")
+    return "; ".join(said)
+
+
+def one_sided(mine: dict[str, str], theirs: dict[str, str]) -> bool:
+    """Whether a digest was measured on one side only."""
+    return set(mine) != set(theirs)
 
 
 def reference_check(numerics: Numerics | None, stack: JsonObject, references: Sequence[NumericsReference]) -> Check:
@@ -79,32 +129,40 @@ def judge_against(
 ) -> ReferenceJudgement:
     """`reference_check`, with the digests that differ and the likely cause."""
 
-    def judged(passed: bool, detail: str, differing: tuple[str, ...] = (), cause: str = "") -> ReferenceJudgement:
-        return ReferenceJudgement(
-            Check(category="numerics", name="expected_fingerprint", passed=passed, detail=detail), differing, cause
-        )
+    def judged(outcome: str, detail: str, differing: tuple[str, ...] = (), cause: str = "") -> ReferenceJudgement:
+        check = Check(category="numerics", name="expected_fingerprint", passed=outcome == MATCHES, detail=detail)
+        return ReferenceJudgement(check, outcome, differing, cause)
 
     if numerics is None:
         return judged(
-            False, "no fingerprint was computed in this run (see numerics/fingerprint), so none can match the reference"
+            NO_FINGERPRINT,
+            "no fingerprint was computed in this run (see numerics/fingerprint), so none can match the reference",
         )
     matching = [reference for reference in references if reference.numerics.key == numerics.key]
     if not matching:
         nearest = min(references, key=lambda reference: len(key_differences(reference.numerics.key, numerics.key)))
         differences = "; ".join(key_differences(nearest.numerics.key, numerics.key)[:3])
         return judged(
-            False,
+            NO_REFERENCE,
             f"no reference of {nearest.source} is for this node's key ({differences}, reference vs here): pin "
             "one made with this stack",
         )
-    reference = matching[0]
-    differing = differing_digests(numerics.digests, reference.numerics.digests)
+    # the references of one key agree (`read_numerics_references`): one that carries its node's stack names causes
+    reference = next((reference for reference in matching if reference.stack is not None), matching[0])
+    mine, theirs = numerics.digests, reference.numerics.digests
+    differing = differing_digests(mine, theirs)
     if not differing:
-        return judged(True, f"all {len(numerics.digests)} digests equal the reference of {reference.source}")
-    cause = likely_cause(stack, numerics, [reference.stack] if reference.stack is not None else [])
+        return judged(MATCHES, f"all {len(mine)} digests equal the reference of {reference.source}")
+    cause = (
+        MEASURED_OTHERWISE
+        if one_sided(mine, theirs)
+        else unrecorded_cause(stack)
+        if reference.stack is None
+        else likely_cause(stack, numerics, [reference.stack])
+    )
     return judged(
-        False,
-        f"{digests_text(differing)} from the reference of {reference.source}; likely cause: {cause}",
+        DIFFERS,
+        f"{difference_text(mine, theirs, f'the reference of {reference.source}')}; likely cause: {cause}",
         differing,
         cause,
     )
@@ -131,12 +189,13 @@ class PairComparison:
     differing: tuple[str, ...] = ()
     cause: str = ""
     note: str = ""
+    said: str = ""  # the difference in words (`difference_text`)
 
     def line(self) -> str:
         if self.note:
             return f"numerics: {self.note}"
         if self.differing:
-            return f"numerics: {digests_text(self.differing)} from A's; likely cause: {shown(self.cause, 400)}"
+            return f"numerics: {shown(self.said, 400)}; likely cause: {shown(self.cause, 400)}"
         return "numerics: the same bits (every digest equal, same key)"
 
 
@@ -151,5 +210,11 @@ def compare_pair(first: CertificateBody, second: CertificateBody) -> PairCompari
             note=f"not compared: the certificates differ in their key ({'; '.join(differences[:3])}), so their bits "
             "may differ by design"
         )
-    differing = differing_digests(first.numerics.digests, second.numerics.digests)
-    return PairComparison(differing, likely_cause(second.stack, second.numerics, [first.stack]) if differing else "")
+    mine, theirs = second.numerics.digests, first.numerics.digests
+    differing = differing_digests(mine, theirs)
+    if not differing:
+        return PairComparison()
+    cause = (
+        MEASURED_OTHERWISE if one_sided(mine, theirs) else likely_cause(second.stack, second.numerics, [first.stack])
+    )
+    return PairComparison(differing, cause, said=difference_text(mine, theirs, "A's", "in B"))

@@ -89,7 +89,7 @@ def _setting_differences(mine: dict[str, str], theirs: list[dict[str, str]]) -> 
 
 def likely_cause(stack: JsonObject, numerics: Fingerprint | Numerics, peers: Sequence[JsonObject]) -> str:
     """Why the node of `stack` (the kernel's) and `numerics` computes other bits than `peers` (the stacks of the
-    certificates it is compared with; none when a bare reference judges it), most likely first."""
+    certificates it is compared with), most likely first (a bare reference, which has no stack: `unrecorded_cause`)."""
     mine = _settings(stack)
     peers = list(
         {id(peer): peer for peer in peers}.values()
@@ -113,6 +113,19 @@ def likely_cause(stack: JsonObject, numerics: Fingerprint | Numerics, peers: Seq
     return (
         "the same software, settings and libraries: suspect the hardware (silent data corruption); drain the node "
         "and run the vendor's diagnostics"
+    )
+
+
+def unrecorded_cause(stack: JsonObject) -> str:
+    """Why the node of `stack` computes other bits than a bare reference (a `numerics` object): it records no
+    settings or libraries, so none can be said to differ; what this node has that can change numerics is named."""
+    numeric = [f"{name}={value}" for name, value in _settings(stack).items() if name.startswith(NUMERIC_SETTINGS)]
+    foreign = _foreign(stack)
+    return (
+        "the reference records no settings or libraries to compare (pin the good node's certificate, not its "
+        "numerics object): a setting or other software cannot be ruled out, else the hardware"
+        + (f"; set here: {', '.join(numeric[:3])}" if numeric else "")
+        + (f"; loaded here from outside the environment: {', '.join(foreign[:3])}" if foreign else "")
     )
 
 
