@@ -216,8 +216,13 @@ def _locked(body: CertificateBody) -> Any:
 
 
 def test_cert_export_takes_a_list_of_certificates(tmp_path: Path) -> None:
-    reference = _write(tmp_path, [json.loads(_unsigned(_body()))])
-    exported = run_cli("cert", "export", str(GOOD), "--format", "junit", "--expect-numerics", str(reference))
+    """A list holding a signed certificate, proven with the key export was given (export refuses a signed file it
+    cannot prove, `cert verify`'s rule)."""
+    reference = _write(tmp_path, [json.loads(GOOD.read_text())])
+    key = EVIDENCE / "numerics-signing.pub"
+    exported = run_cli(
+        "cert", "export", str(GOOD), "--format", "junit", "--key", str(key), "--expect-numerics", str(reference)
+    )
     assert exported.returncode == 0 and 'name="numerics.reference" value="matches"' in exported.stdout, exported.stderr
 
 

@@ -17,11 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable
 from lockgen.errors import UserError
 from tests.channel_factory import Pkg, build_channel
 from tests.conftest import run_cli
 from tests.test_export import make_lock
+
+REPO_EXAMPLE = (
+    Path(__file__).resolve().parent.parent / "envs" / "examples" / "numerics-fingerprint" / "node1-quick.cert.json"
+)
 
 REFUSED = "takes no new file (Operation not permitted)"
 
@@ -201,9 +205,10 @@ def test_fleet_refuses_its_out_folder_before_making_anything(
 @pytest.mark.parametrize("kind", ["FIFO", "socket"])
 def test_a_fifo_or_a_socket_is_never_replaced_by_a_file(tmp_path: Path, kind: str) -> None:
     """`verify --out FIFO` replaced the FIFO with a regular file (as root `--out /dev/full` replaced the device):
-    the check refuses what is there and is neither a file nor a folder, through a link too, naming it as given; the
-    atomic write refuses to rename over it even where no check ran, leaving no temporary file. A folder keeps its
-    meaning (export writes into one) unless the result is a file."""
+    the check refuses what is there and is neither a file nor a folder, through a link too, naming it as given. (The
+    atomic write itself renames over one: in lockgen's own folders a FIFO where a record goes is damage a rename
+    repairs, `test_wheel_links`; every destination a user names is checked first.) A folder keeps its meaning
+    (export writes into one) unless the result is a file."""
     special = tmp_path / kind
     with socket.socket(socket.AF_UNIX) as listening:
         if kind == "FIFO":
@@ -217,8 +222,6 @@ def test_a_fifo_or_a_socket_is_never_replaced_by_a_file(tmp_path: Path, kind: st
                 check_writable(given, f"--out {given}", WRITABLE_HINT)
             assert refused.value.message == f"`{given}` is a {kind}, not a file: --out {given} cannot replace it"
             assert f"where the {kind} is" in refused.value.hint
-            with pytest.raises(UserError, match=f"is a {kind}, not a file"):
-                write_atomic(given, "replaced")
         assert stat.S_IFMT(special.lstat().st_mode) == (stat.S_IFIFO if kind == "FIFO" else stat.S_IFSOCK)
         assert sorted(path.name for path in tmp_path.iterdir()) == sorted([kind, "link"])
     check_writable(tmp_path, f"--out {tmp_path}", WRITABLE_HINT)  # a folder, written into
@@ -242,3 +245,20 @@ def test_verify_refuses_where_it_cannot_write_before_its_kernel(tmp_path: Path, 
     said = _refused(run_cli(*quick, "--out", str(out), "--emit", f"prom={prom},junit={junit}"), folder)
     assert f"--emit junit={junit} cannot" in said and "verifying" not in said, said
     assert not out.exists() and not prom.exists() and list(folder.iterdir()) == []
+
+
+def test_cert_export_and_a_fleet_page_never_replace_a_fifo(tmp_path: Path) -> None:
+    """`cert export --out FIFO` and `fleet status --html FIFO` put a file where the FIFO was (the atomic write renames
+    over what is there): both now refuse it before reading a certificate, naming it as given, the FIFO left."""
+    fifo, certs = tmp_path / "fifo", tmp_path / "certs"
+    os.mkfifo(fifo)
+    certs.mkdir()
+    shutil.copy(REPO_EXAMPLE, certs / "node1.cert.json")
+    for command, flag in (
+        (["cert", "export", str(certs / "node1.cert.json"), "-f", "prom"], "--out"),
+        (["fleet", "status", str(certs)], "--html"),
+    ):
+        done = run_cli(*command, flag, str(fifo), env={"LOCKGEN_HOME": str(tmp_path / "home")})
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"error: `{fifo}` is a FIFO, not a file: {flag} {fifo} cannot replace it" in done.stderr, done.stderr
+        assert stat.S_ISFIFO(fifo.lstat().st_mode)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lockgen.adapters.lock import lock_file
 from lockgen.adapters.node import signing
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.lock.lockfile_yaml import load_lock
 from lockgen.core.stack import stack_layout
 from lockgen.core.lock.lock_builder import LockgenMeta
@@ -103,6 +103,8 @@ def export_certificate(
     reference certificate signed by one of `keys`), judged alone against it first, so a node whose bits differ
     fails in every format. With `out`, written there atomically, so a reader that polls the file (node_exporter,
     NFD) sees the old rendering or the new, never half of one."""
+    if out is not None:  # before anything is read: named as given, a FIFO or a device never replaced
+        check_writable(out, f"--out {out}", WRITABLE_HINT, file=True)
     references = (
         read_numerics_references(
             expect_numerics,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from lockgen.adapters import parallel, user_files
 from lockgen.adapters.node import signing
-from lockgen.adapters.atomic_files import write_atomic
+from lockgen.adapters.atomic_files import WRITABLE_HINT, check_writable, write_atomic
 from lockgen.adapters.node.kept_verdicts import KeptVerdicts
 from lockgen.adapters.spill_files import SortedSpill, SpillFile
 from lockgen.api.steps.certificate_proof import (
@@ -97,6 +97,8 @@ def fleet_status(
     verify, none, another signer, not a certificate) is listed under `refused` with its node and the reason,
     never shown as a result, and its node's rows do not pass (`StatusRow.refused`: it cannot be dated, so it may be
     the node's latest). A FOLDER is a folder or one certificate file (`named_certificate_files`)."""
+    if html is not None:  # before any certificate is read: named as given, a FIFO or a device never replaced
+        check_writable(html, f"--html {html}", WRITABLE_HINT, file=True)
     attached: list[tuple[str, str, CertificateBody]] = []
     refused: list[Refusal] = []
     keys = loaded_signers(public_keys)

@@ -225,8 +225,9 @@ class FigureChange:
 
     def change_text(self) -> str:
         """The change as a person reads it: `-20.0%`, or, where it is too large for a number (a value of 1e-300
-        against one of 1e300), which way it went: `change` is then None, as `--json` says it."""
-        if self.change is not None:
+        against one of 1e300, or a percentage past a float's range), which way it went: `change` is then None (or
+        finite), as `--json` says it."""
+        if self.change is not None and math.isfinite(self.change * 100):
             return f"{self.change:+.1%}"
         return "worse, by too much to state" if self.regression else "better, by too much to state"
 
