@@ -111,3 +111,31 @@ def test_the_health_check_drains_a_broken_node_with_its_reason(tmp_path: Path, c
     finally:
         cluster.run("scontrol", "update", "NodeName=n2", "State=RESUME", check=False)
     assert cluster.states()["n1"][0] == "idle"
+
+
+def test_a_health_check_whose_verify_ignores_sigterm_still_drains_before_slurm_kills_it(tmp_path: Path) -> None:
+    """lockgen unwinds on SIGTERM (its kernel stopped, its folders removed); a verify that outlives the SIGTERM at the
+    limit (a kernel deaf to it) is killed KILL_AFTER_S later, so the node is drained well within Slurm's 60 s."""
+    stand_in = tmp_path / "lockgen"  # a verify that ignores SIGTERM and never ends
+    stand_in.write_text("#!/bin/sh\ntrap '' TERM\nwhile :; do sleep 0.1; done\n")
+    stand_in.chmod(0o755)
+    scontrol = tmp_path / "bin" / "scontrol"  # records the drain instead of asking a controller
+    scontrol.parent.mkdir()
+    scontrol.write_text(f'#!/bin/sh\necho "$@" > {shlex.quote(str(tmp_path / "drained"))}\n')
+    scontrol.chmod(0o755)
+    done = run_cli(
+        "fleet", "slurm", "--arch", "cpu", "--python", sys.executable, "--nodes", "1", "--certs",
+        str(tmp_path / "certs"), "--out", str(tmp_path / "slurm"), "--lockgen", str(stand_in), "--health-limit", "5",
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    health = json.loads(done.stdout)["health"]
+    env = {**os.environ, "SLURMD_NODENAME": "n1", "PATH": f"{scontrol.parent}:{os.environ['PATH']}"}
+    checked = subprocess.run(["bash", health], capture_output=True, text=True, env=env, timeout=30)
+    assert checked.returncode == 1 and "verify did not finish within 5 s" in checked.stdout, checked
+    assert "State=DRAIN" in (tmp_path / "drained").read_text()
+    too_long = run_cli(
+        "fleet", "slurm", "--arch", "cpu", "--python", sys.executable, "--nodes", "1", "--certs",
+        str(tmp_path / "certs"), "--out", str(tmp_path / "x"), "--health-limit", "58",
+    )  # fmt: skip
+    assert too_long.returncode == 1 and "pass 5 to 57" in too_long.stderr, too_long.stderr

@@ -275,6 +275,37 @@ def test_a_caller_interrupted_while_waiting_leaves_no_child_working(tmp_path: Pa
     assert not late.exists()
 
 
+
+def test_a_child_sent_sigterm_ends_at_once_though_lockgen_unwinds_on_it(tmp_path: Path) -> None:
+    """`cli.main` makes SIGTERM unwind lockgen as Ctrl-C does; a forked child must not inherit that: the parent ends
+    an unwanted child with SIGTERM and waits for it, and a child that unwound would run its work's clean-up (a
+    kept-verdict pack finished and merged) while the parent waits, or, signalled before its `try`, the parent's."""
+    import signal
+
+    unwound = tmp_path / "unwound"
+
+    def work() -> str:
+        try:
+            time.sleep(30)
+        finally:
+            unwound.write_text("the child ran its clean-up")
+        return "done"
+
+    def unwind(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, unwind)
+    try:
+        with parallel.Forked(work) as child:
+            assert child.forked
+            time.sleep(0.5)
+            started = time.monotonic()
+            child.stop()
+            assert time.monotonic() - started < 5
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert not unwound.exists()
+
 def test_fingerprints_kept_from_a_child_or_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
     proofs = {"lib/a": [1, 2, 3, 4, 5, "ab" * 32]}

@@ -59,6 +59,19 @@ def hash_files(files: Sequence[tuple[str, int]], progress: Callable[[int, int], 
     return digests
 
 
+_STOPPING = {signal.SIGTERM, signal.SIGHUP}
+
+
+def _stopping_at_defaults() -> None:
+    """In a forked child: SIGTERM and SIGHUP end it at once, as they did before `cli.main` made them unwind lockgen
+    (the parent, which sends the child SIGTERM when its work is not wanted, cleans up; a child that unwound would
+    finish its work's own clean-up first, or, signalled before its `try`, run the parent's). One the parent
+    ignores (SIGHUP under nohup) stays ignored."""
+    for number in _STOPPING:
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            signal.signal(number, signal.SIG_DFL)
+
+
 class Forked:
     """`work` run in a forked child process (only where forking is safe: no other thread runs, whose locks would
     stay held in the child); `result()` waits for the text it returned (`data()`: its bytes, for work that returns
@@ -75,13 +88,17 @@ class Forked:
             read, write = os.pipe()
         except OSError:  # no descriptor to be had (a low `ulimit -n`): the caller does the work
             return
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)  # none may reach the child before it is reset
         try:
             pid = os.fork()
         except OSError:  # no process to be had (a cgroup's pids limit, no memory): the caller does the work
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             os.close(read)
             os.close(write)
             return
         if pid == 0:  # the child: runs `work`, writes its text, ends without running the caller's code
+            _stopping_at_defaults()
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             code = 1
             try:
                 os.close(read)
@@ -93,6 +110,7 @@ class Forked:
                 code = 0
             finally:
                 os._exit(code)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         os.close(write)
         _READING.add(read)
         self._child = (pid, read)

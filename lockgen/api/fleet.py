@@ -22,7 +22,7 @@ from lockgen.core.fleet.kubernetes_manifests import (
     lock_config_map,
     monitor_daemon_set,
 )
-from lockgen.core.fleet.slurm_scripts import check_job, health_script, sbatch_script
+from lockgen.core.fleet.slurm_scripts import KILL_AFTER_S, check_job, health_script, sbatch_script
 from lockgen.errors import UserError
 from lockgen.model.fleet import CertifyJob, SlurmHealth
 from lockgen.model.names import normalize_arch
@@ -53,10 +53,11 @@ def write_slurm(folder: Path, job: CertifyJob, health: SlurmHealth) -> SlurmScri
         raise UserError("node features name the lock a node is certified for", "pass --lock LOCK with --nfd-dir")
     if job.nodes < 1:
         raise UserError(f"--nodes {job.nodes} certifies nothing", "pass --nodes 1 or more")
-    if not 5 <= health_limit_s < SLURM_HEALTH_LIMIT_S:
+    longest = SLURM_HEALTH_LIMIT_S - KILL_AFTER_S - 1  # the check's SIGKILL, and its drain, before Slurm's kill
+    if not 5 <= health_limit_s <= longest:
         raise UserError(
             f"--health-limit {health_limit_s} s does not fit Slurm's health check",
-            f"Slurm kills a HealthCheckProgram after {SLURM_HEALTH_LIMIT_S} s: pass 5 to {SLURM_HEALTH_LIMIT_S - 1}",
+            f"Slurm kills a HealthCheckProgram after {SLURM_HEALTH_LIMIT_S} s: pass 5 to {longest}",
         )
     check_writable(folder, f"--out {folder}", WRITABLE_HINT)  # before the certificates' folder is made
     folder.mkdir(parents=True, exist_ok=True)

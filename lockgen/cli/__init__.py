@@ -37,7 +37,9 @@ def _stop_cleanly(number: int, _frame: object) -> None:
 
     global _stopped_by
     _stopped_by = number
-    signal.signal(number, signal.SIG_DFL)
+    for name in _STOPPED:  # either of them, next, ends the process at once
+        if signal.getsignal(getattr(signal, name)) is _stop_cleanly:
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
     raise KeyboardInterrupt
 
 

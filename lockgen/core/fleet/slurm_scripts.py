@@ -19,6 +19,7 @@ from lockgen.errors import UserError
 from lockgen.model.fleet import CertifyJob, SlurmHealth
 from lockgen.model.requests import Image, Prefix, Python
 
+KILL_AFTER_S = 2  # the health check's SIGKILL, after its SIGTERM at the limit: a kernel may ignore the SIGTERM
 RENDEZVOUS_BASE_PORT = 29400  # torchrun's default c10d port; the job id spreads concurrent jobs over 1000 ports
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
@@ -177,11 +178,14 @@ def health_script(job: CertifyJob, health: SlurmHealth) -> str:
         'node="${SLURMD_NODENAME:-$(hostname -s)}"',
         f"out={shlex.quote(job.out_dir)}",
         'mkdir -p "$out"',
-        f'timeout {limit_s} {verify} --out "$out/$node.health.cert.json" > "$out/$node.health.log" 2>&1',
+        # SIGTERM at the limit (lockgen then stops its kernel and cleans up), SIGKILL KILL_AFTER_S later: within
+        # Slurm's own kill, so the node is drained whatever its kernel ignores
+        f"timeout -k {KILL_AFTER_S} {limit_s} {verify} "
+        '--out "$out/$node.health.cert.json" > "$out/$node.health.log" 2>&1',
         "status=$?",
         '[ "$status" -eq 0 ] && { echo "lockgen: $node certified"; exit 0; }',
-        f'[ "$status" -eq 124 ] && reason="verify did not finish within {limit_s} s" || reason=$(grep "^error:" '
-        '"$out/$node.health.log" | head -n 1 | cut -c 8-)',
+        f'case "$status" in 124 | 137) reason="verify did not finish within {limit_s} s" ;; *) reason=$(grep "^error:" '
+        '"$out/$node.health.log" | head -n 1 | cut -c 8-) ;; esac',
         'reason="lockgen: ${reason:-verify exited $status (see $out/$node.health.log)}"',
         'echo "$reason"',
     ]
