@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from lockgen.adapters.node import signing
+from lockgen.core.certificate.certify import compare_figures, relative_change
 from tests.conftest import REPO, run_cli
 
 H200 = REPO / "envs" / "examples" / "h200-system"
@@ -107,8 +108,6 @@ def test_every_change_of_finite_figures_is_finite_or_none_and_a_regression_only_
 ) -> None:
     """No finite pair of values makes an infinite or NaN change (what `--json` would write as Infinity); a change is
     None only where it is beyond a float (or from 0); a regression is always a move the worse way."""
-    from lockgen.core.certificate.certify import compare_figures, relative_change
-
     figures = compare_figures({"g": {"f": {"value": old, "unit": unit}}}, {"g": {"f": {"value": new, "unit": unit}}}, 0)
     (row,) = figures
     assert row.change is None or math.isfinite(row.change)
@@ -118,3 +117,4 @@ def test_every_change_of_finite_figures_is_finite_or_none_and_a_regression_only_
     assert not row.regression or worse
     assert row.regression == (old != 0 and worse)  # noise 0: any worse move beyond nothing
     assert "inf" not in row.line() and "nan" not in row.line()
+    assert len(row.change_text()) <= 30  # a change of 1e20 is not twenty digits of percent

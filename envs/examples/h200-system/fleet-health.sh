@@ -7,6 +7,8 @@
 #   2. the health check as slurmd runs it (SLURMD_NODENAME set; --no-drain: there is no scontrol here),
 #      healthy, then with TF32 disabled (NVIDIA_TF32_OVERRIDE=0), which must fail with its reason;
 #   3. the certificates as the fleet's tools read them: node_exporter's file, NFD's, npd, JUnit; status.
+# Since session 34 `cert export` refuses a signed certificate without --key, so the JUnit export and the status pass
+# it; fleet-health.log is the run before that change.
 set -uo pipefail
 here=envs/examples/h200-system
 out="${OUT:-$here}/fleet"
@@ -34,6 +36,6 @@ grep -E '^lockgen_certificate_passed|^lockgen_figure\{.*gemm.*bf16"' "$out/lockg
 cat "$out/lockgen"
 lg cert export "$out/h200-healthy.cert.json" --format npd --key $here/h200-signing.pub; echo "npd exit $?"
 lg cert export "$out/h200-tf32-off.cert.json" --format npd --key $here/h200-signing.pub; echo "npd exit $?"
-lg cert export "$out/h200-healthy.cert.json" --format junit --out "$out/h200-healthy.junit.xml" >/dev/null && head -c 300 "$out/h200-healthy.junit.xml"; echo
+lg cert export "$out/h200-healthy.cert.json" --format junit --key $here/h200-signing.pub --out "$out/h200-healthy.junit.xml" >/dev/null && head -c 300 "$out/h200-healthy.junit.xml"; echo
 rm -f "$out/h200.health.cert.json"
-lg fleet status "$out" --html "$out/status.html"; echo "status exit $?"
+lg fleet status "$out" --key $here/h200-signing.pub --html "$out/status.html"; echo "status exit $?"

@@ -108,13 +108,8 @@ def _validated(model: Any, document: Any, where: str, within: tuple[str, ...] = 
 def _not_a_certificate(error: ValidationError, where: str, within: tuple[str, ...] = ()) -> LockFormatError:
     """The refusal of a document the models do not accept, naming the first field they refused (`within`: where
     in the file the document validated lies)."""
-    first = error.errors()[0]
-    at = ".".join(str(part) for part in (*within, *first["loc"])) or "the top level"
-    said = first["msg"].lower()
-    if first.get("ctx", {}).get("pattern") == CREATED_PATTERN:  # said as the rule, not as its regular expression
-        said = f"`{shown(str(first['input']), 40)}` is not {CREATED_FORM} (UTC, a real date and time)"
     return LockFormatError(
-        f"{where} is not a lockgen certificate: at {at}, {said}",
+        f"{where} is not a lockgen certificate: {_refused_field(error, within)}",
         "certificates are written by `lockgen verify`; use the original file",
     )
 
@@ -275,11 +270,15 @@ def _entry_reference(entry: Any, where: str, keys: Mapping[str, Ed25519PublicKey
     return NumericsReference(numerics, None, where)
 
 
-def _refused_field(error: ValidationError) -> str:
-    """The first field the models refused, as the certificate's refusal names it (`_not_a_certificate`)."""
+def _refused_field(error: ValidationError, within: tuple[str, ...] = ()) -> str:
+    """The first field the models refused and why (`within`: where in the file the document validated lies): a
+    certificate's time said as the rule, not as its regular expression."""
     first = error.errors()[0]
-    at = ".".join(str(part) for part in first["loc"]) or "the top level"
-    return f"at {shown(at)}, {first['msg'].lower()}"
+    at = ".".join(str(part) for part in (*within, *first["loc"])) or "the top level"
+    said = first["msg"].lower()
+    if first.get("ctx", {}).get("pattern") == CREATED_PATTERN:
+        said = f"`{shown(str(first['input']), 40)}` is not {CREATED_FORM} (UTC, a real date and time)"
+    return f"at {shown(at)}, {said}"
 
 
 def _proven_reference(
@@ -290,22 +289,17 @@ def _proven_reference(
     key_hint: str,
 ) -> NumericsReference:
     """A certificate's fingerprint, once its signature is proven under `keys` (`signing.check_signed_with`, what
-    `cert verify` checks), or, with no key given, once it is known to carry none."""
+    `cert verify` checks). An unsigned certificate is taken as a bare `numerics` object is, as trustworthy as the
+    file it is in (refusing it would protect nothing: the same file could hold its `numerics` object); a signed one
+    must verify, so a fingerprint changed by hand in a signed reference is never taken."""
     signature = certificate.signature
-    if signature is None:
-        if keys:
-            raise UserError(
-                f"the numerics reference {where} is an unsigned certificate, so no key given can prove its fingerprint",
-                "pin a good node's certificate signed by a key given (lockgen verify --key), or its `numerics` "
-                "object (as trustworthy as the file it is in)",
-            )
-    elif not keys:
+    if signature is not None and not keys:
         raise UserError(
             f"the numerics reference {where} is a certificate signed by key {shown(signature.key_id)}, but no "
             "key was given to check it: a fingerprint changed by hand could not be told",
             key_hint,
         )
-    else:
+    if signature is not None:
         key = keys.get(signature.key_id)
         if key is None:
             raise UserError(

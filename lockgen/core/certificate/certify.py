@@ -227,8 +227,10 @@ class FigureChange:
         """The change as a person reads it: `-20.0%`, or, where it is too large for a number (a value of 1e-300
         against one of 1e300, or a percentage past a float's range), which way it went: `change` is then None (or
         finite), as `--json` says it."""
-        if self.change is not None and math.isfinite(self.change * 100):
+        if self.change is not None and abs(self.change) < 1e4:
             return f"{self.change:+.1%}"
+        if self.change is not None and math.isfinite(self.change * 100):  # 1e20: not twenty digits of percent
+            return f"{self.change * 100:+.3g}%"
         return "worse, by too much to state" if self.regression else "better, by too much to state"
 
 
