@@ -275,7 +275,6 @@ def test_a_caller_interrupted_while_waiting_leaves_no_child_working(tmp_path: Pa
     assert not late.exists()
 
 
-
 def test_a_child_sent_sigterm_ends_at_once_though_lockgen_unwinds_on_it(tmp_path: Path) -> None:
     """`cli.main` makes SIGTERM unwind lockgen as Ctrl-C does; a forked child must not inherit that: the parent ends
     an unwanted child with SIGTERM and waits for it, and a child that unwound would run its work's clean-up (a
@@ -305,6 +304,7 @@ def test_a_child_sent_sigterm_ends_at_once_though_lockgen_unwinds_on_it(tmp_path
     finally:
         signal.signal(signal.SIGTERM, before)
     assert not unwound.exists()
+
 
 def test_fingerprints_kept_from_a_child_or_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCKGEN_HOME", str(tmp_path / "home"))
