@@ -57,8 +57,8 @@ def check_writable(destination: Path, what: str, hint: str, *, file: bool = Fals
     its removal or a rename over a file in it. `what` names the destination as the user gave it (`--out img`);
     the error names the folder or file they gave, and the one that refused where that is an ancestor still to be
     made (never the probe). Anything else that is there (a FIFO, a device, a socket) is refused: the rename would
-    put a file in its place, never write to it. With `file` (the result is one file: a certificate, a rendering)
-    an existing folder is refused too, as the write would refuse it after the work."""
+    put a file in its place, never write to it. With `file` (the result is one file: a lock, a certificate, a
+    rendering, an archive) an existing folder is refused too, as the write would refuse it after the work."""
     if file and destination.is_dir():
         raise UserError(f"`{destination}` is a folder: {what} cannot replace it", "pass the path of a file to write")
     if destination.is_dir():
