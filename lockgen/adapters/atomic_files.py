@@ -3,6 +3,7 @@ same folder, then a rename (locks, rendered files, certificates, manifests, cach
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -161,7 +162,24 @@ def _write_pieces(path: Path, pieces: Iterable[bytes], mode: int) -> None:
         with os.fdopen(handle, "wb") as stream:
             for piece in pieces:
                 stream.write(piece)
-        os.replace(temp, path)
+        replace_onto(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def replace_onto(temporary: Path, path: Path) -> None:
+    """Renames the finished `temporary` onto `path`. A refusal that no check before the work foresees names `path`,
+    the destination the user gave, never the temporary file (the caller's to remove: gone by the time the error is
+    said): a `path` that is a mount point (a bind-mounted file: EBUSY, or EXDEV) is the user's to fix; any other
+    (EACCES in a sticky folder where `path` is another user's, a disk gone read-only) is said as the machine's."""
+    try:
+        os.replace(temporary, path)
+    except OSError as exc:
+        if exc.errno in (errno.EBUSY, errno.EXDEV):
+            raise UserError(
+                f"`{path}` cannot be replaced ({exc.strerror}): it is a mount point, or held by the system",
+                "choose another path, or unmount what is there: lockgen writes a file beside it and renames it into "
+                "place; nothing was written",
+            ) from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
