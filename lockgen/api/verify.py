@@ -41,6 +41,7 @@ from lockgen.core.certificate.numerics import NumericsReference, judge_against
 from lockgen.core.stack.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, ProvenConformance, Subject
+from lockgen.model.certificate_time import created_text
 from lockgen.model.json_values import JsonObject, list_at, text_at
 from lockgen.model.inputs import BundleBytes
 from lockgen.model.lock import LoadedLock
@@ -301,7 +302,7 @@ def _verify(
     extra += [wrong] if wrong else []
     tree = None if image else _recorded_tree(python, damaged_is_none=conformance is not None)
     body = build_body(
-        created=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created=created_text(started),  # the rule every reader holds it to (strftime writes year 1 as `1`)
         tool=f"lockgen {__version__}",
         arch=arch,
         mode="quick" if options.quick else "full",
