@@ -189,6 +189,20 @@ def test_one_time_rule_for_every_reader(created: str) -> None:
             assert found is not None, render_one
 
 
+@pytest.mark.parametrize(
+    "moment", [dt.datetime(1, 1, 1), dt.datetime(999, 12, 31, 23, 59, 59), dt.datetime(2026, 2, 28)]
+)
+def test_verify_writes_its_time_as_every_reader_reads_it(moment: dt.datetime) -> None:
+    """`verify` wrote `created` with strftime, whose `%Y` writes the year 1 as `1`: a certificate the model then
+    refused. It writes by `created_text`, the rule's own writer, whose text every reader takes back."""
+    from lockgen.api import verify
+
+    assert verify.created_text is created_text
+    created = created_text(moment.replace(tzinfo=dt.timezone.utc))
+    assert created_moment(created) == moment.replace(tzinfo=dt.timezone.utc) and created[:4] == f"{moment.year:04d}"
+    assert CertificateBody.model_validate({**BODY, "created": created}).created == created
+
+
 def test_the_earliest_year_is_written_in_four_digits() -> None:
     """Failed before: JUnit's timestamp of the year 1 was `1-01-01T00:00:00`, no xs:dateTime; NFD's expiry too."""
     body = CertificateBody.model_validate({**BODY, "created": "0001-01-01T00:00:00Z"})

@@ -498,6 +498,53 @@ def test_a_rendering_that_fails_once_checked_says_what_was_written(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["p.prom"]
 
 
+@pytest.mark.parametrize("valid_for", [dt.timedelta(hours=12), dt.timedelta(days=14), dt.timedelta(minutes=90)])
+def test_the_command_a_failed_rendering_suggests_renders_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, valid_for: dt.timedelta
+) -> None:
+    """A signed run's `--emit nfd=FILE --valid-for 12h` whose write fails suggests a `cert export` that renders the
+    same file: before, it named neither the signer's public key (a signed certificate is refused without one) nor
+    the lifetime (the features would have expired after 7 days, not 12 hours)."""
+    import errno
+
+    from lockgen.adapters.node.signing import keygen, signed_file
+    from lockgen.api import verify as api
+    from lockgen.core.certificate.cert_formats import render_certificate
+
+    key, _ = keygen(tmp_path / "signing")
+    certificate, features = tmp_path / "c.cert.json", tmp_path / "features.txt"
+    body = body_of(PASSED, KEY)
+    certificate.write_text(signed_file(body.model_dump(mode="json", by_alias=True), key))
+
+    def full(path: Path, text: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(api, "write_atomic", full)
+    options = api.VerifyOptions(arch="sm90", key=key, emit=(("nfd", features),), valid_for=valid_for)
+    with pytest.raises(UserError) as refused:
+        api._emit(body, certificate, options, (), lambda line: None)
+    command = refused.value.hint.split("from the certificate: ")[1]
+    assert command.startswith(f"lockgen cert export {certificate} --format nfd --out FILE --key {key}.pub --valid-for")
+    done = CliRunner().invoke(app, command.replace("FILE", str(features)).split()[1:])
+    assert done.exit_code == 0, done.output
+    assert features.read_text() == render_certificate(body, "nfd", valid_for)
+    with_references = api.VerifyOptions(arch="sm90", emit=(("prom", features),), expect_numerics=tmp_path / "ref.json")
+    with pytest.raises(UserError) as refused:
+        api._emit(body, certificate, with_references, (), lambda line: None)
+    assert refused.value.hint.endswith(f"--format prom --out FILE --expect-numerics {tmp_path / 'ref.json'}")
+
+
+@given(count=st.integers(1, 999_999), unit=st.sampled_from("mhdw"))
+def test_a_lifetime_written_back_reads_as_the_same_lifetime(count: int, unit: str) -> None:
+    """The `--valid-for` a suggested command carries is read by `cert export` as the lifetime the run was given."""
+    from lockgen.cli.cert_export_cmd import parse_valid_for
+    from lockgen.model.export_formats import valid_for_text
+
+    given = parse_valid_for(f"{count}{unit}")
+    written = valid_for_text(given)
+    assert parse_valid_for(written) == given and len(written) <= len(f"{count}{unit}")
+
+
 NUMERICS = REPO / "envs" / "examples" / "numerics-fingerprint"
 NUMERICS_KEY = NUMERICS / "numerics-signing.pub"
 DIGESTS = ("adamw_bf16", "conv_bf16", "gemm_bf16", "gemm_fp16", "gemm_fp32", "gemm_fp8", "gemm_tf32")

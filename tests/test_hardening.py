@@ -4,6 +4,7 @@ end, never a traceback, a hang or a file written where it should not be."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -281,8 +282,6 @@ def test_work_done_while_a_tool_runs_overlaps_it_and_a_failure_of_it_kills_the_t
 def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixture[str]) -> None:
     """ENOSPC (or a quota) anywhere in a command is one `error:` line naming the file, exit 1; any other
     unexpected OSError stays a bug (exit 3)."""
-    import errno
-
     import typer
 
     from lockgen.cli.ui import handles_errors
@@ -300,6 +299,37 @@ def test_a_full_disk_is_the_machine_s_error_not_a_bug(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert "error: the disk is full writing /data/home/layers/x.tar" in err and "Traceback" not in err
     assert "unexpected OSError" in err
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        (errno.EBUSY, "cannot be replaced (Device or resource busy): it is a mount point"),
+        (errno.EXDEV, "cannot be replaced (Invalid cross-device link): it is a mount point"),
+        (errno.EACCES, "is not permitted to this user (Permission denied)"),
+    ],
+)
+def test_a_rename_refused_after_every_check_names_the_destination(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], number: int, said: str
+) -> None:
+    """The last step of an atomic write, the rename onto the destination, can be refused where no check before
+    the work looks (EBUSY: a bind-mounted file; EACCES: another user's file in a sticky folder). Before: the error
+    named the temporary file (`.c.prom.abcd1234.tmp`), removed by then; EBUSY and EXDEV were a bug (exit 3)."""
+    import typer
+
+    from lockgen.adapters.atomic_files import write_atomic
+    from lockgen.cli.ui import handles_errors
+
+    def refused(source: object, destination: object) -> None:
+        raise OSError(number, os.strerror(number), str(source), None, str(destination))
+
+    monkeypatch.setattr(os, "replace", refused)
+    out = tmp_path / "c.prom"
+    with pytest.raises(typer.Exit) as exited:
+        handles_errors(lambda: write_atomic(out, "up 1\n"))()
+    err = capsys.readouterr().err
+    assert exited.value.exit_code == 1 and f"error: `{out}` {said}" in err and ".tmp" not in err, err
+    assert "hint: " in err and "Traceback" not in err and list(tmp_path.iterdir()) == [], err
 
 
 @pytest.mark.parametrize("prefix", ["/opt/../etc", "/", "opt/env", "/opt//env", "/opt/env/"])

@@ -262,3 +262,44 @@ def test_cert_export_and_a_fleet_page_never_replace_a_fifo(tmp_path: Path) -> No
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert f"error: `{fifo}` is a FIFO, not a file: {flag} {fifo} cannot replace it" in done.stderr, done.stderr
         assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+FOLDER_REFUSED = {  # the command's arguments (`DEST`: the folder), and how its error line goes on after "is a folder"
+    "pack": (("pack", "LOCK", "--out", "DEST"), ": --out DEST cannot replace it"),
+    "manifests": (("manifests", "LOCK", "--out", "DEST"), ": --out DEST cannot replace it"),
+    "render": (("render", "LOCK", "--out", "DEST"), ": --out DEST cannot replace it"),
+    "import": (("import", "LOCK", "-t", "copy", "-o", "DEST"), ": the lock DEST cannot replace it"),
+    "freeze": (("freeze", "--prefix", "env", "-t", "x", "-o", "DEST"), ": the lock DEST cannot replace it"),
+    "inventory": (("freeze", "--python", "PYTHON", "--inventory", "DEST"), ": the inventory DEST cannot replace it"),
+    "resolve": (("resolve", "stack-1.0/stack.toml"), ": the lock of target `h100` cannot replace it"),
+    "pin": (("pin", "inventory.json.gz", "-t", "x", "-o", "DEST"), ""),
+    "export": (("export", "LOCK", "--format", "oci-archive", "--out", "DEST"), "; oci-archive writes one file"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(FOLDER_REFUSED))
+def test_a_folder_where_one_file_goes_is_refused_before_the_work(tmp_path: Path, command: str) -> None:
+    """Each command whose result is one file refuses an existing folder at its path first, naming it as given
+    (relative here). Before: pack fetched every artifact, manifests read every manifest, freeze --inventory
+    re-hashed every file, freeze and resolve read the environment or solved, import and render converted the lock:
+    then the write refused the folder (and freeze --prefix said first that it found nothing to lock)."""
+    lock = make_lock(tmp_path, "1.0")
+    (tmp_path / "env" / "conda-meta").mkdir(parents=True)  # a conda environment with nothing installed
+    args, rest = FOLDER_REFUSED[command]
+    dest = lock.relative_to(tmp_path) if command == "resolve" else Path("dest")
+    if command == "resolve":
+        lock.unlink()
+    if command == "inventory":
+        python = tmp_path / "venv"
+        subprocess.run([sys.executable, "-m", "uv", "venv", "-q", "--python", sys.executable, str(python)], check=True)
+        args = tuple(str(python / "bin" / "python") if arg == "PYTHON" else arg for arg in args)
+    (tmp_path / dest).mkdir()
+    (tmp_path / dest / "kept").write_text("kept\n")
+    given = [str(lock) if arg == "LOCK" else str(dest) if arg == "DEST" else arg for arg in args]
+    done = run_cli(*given, cwd=tmp_path, env={"LOCKGEN_HOME": str(tmp_path / "home")})
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "hint: " in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == [f"error: `{dest}` is a folder" + rest.replace("DEST", str(dest))], done.stderr
+    for work in ("fetch", "reading the manifests", "distributions in", "resolv", "hashing", "linking"):
+        assert work not in done.stdout + done.stderr, done.stderr
+    assert [path.name for path in (tmp_path / dest).iterdir()] == ["kept"]

@@ -292,6 +292,19 @@ def test_a_kernel_past_its_timeout_is_named_with_its_phase_and_a_hint_for_its_ma
         assert raised.value.timed_out
 
 
+@pytest.mark.parametrize(
+    ("seconds", "said"), [(0.4, "0.4 s"), (0.05, "0.05 s"), (2.5, "2.5 s"), (5, "5 s"), (10, "10 s"), (600.4, "600 s")]
+)
+def test_a_time_limit_under_ten_seconds_is_said_with_its_decimals(seconds: float, said: str) -> None:
+    """`verify --timeout 0.4` said "did not finish within 0 s": a limit under 10 s keeps its decimals, a longer
+    one is said in whole seconds."""
+    from lockgen.core.certificate.kernel_deaths import describe_timeout, limit_text
+
+    assert limit_text(seconds) == said
+    message, _ = describe_timeout("the verification kernel", seconds, [], ranks=False, cpu=True)
+    assert message.startswith(f"the verification kernel did not finish within {said};"), message
+
+
 def test_a_kernel_killed_by_a_signal_is_named_with_its_phase(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A stand-in kernel announces its phases as verify does, prints an abort's frames and kills itself with
     SIGABRT inside the graph capture: lockgen's error names the signal, the phase, the error line and the setting."""

@@ -3,6 +3,7 @@ same folder, then a rename (locks, rendered files, certificates, manifests, cach
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -57,8 +58,8 @@ def check_writable(destination: Path, what: str, hint: str, *, file: bool = Fals
     its removal or a rename over a file in it. `what` names the destination as the user gave it (`--out img`);
     the error names the folder or file they gave, and the one that refused where that is an ancestor still to be
     made (never the probe). Anything else that is there (a FIFO, a device, a socket) is refused: the rename would
-    put a file in its place, never write to it. With `file` (the result is one file: a certificate, a rendering)
-    an existing folder is refused too, as the write would refuse it after the work."""
+    put a file in its place, never write to it. With `file` (the result is one file: a lock, a certificate, a
+    rendering, an archive) an existing folder is refused too, as the write would refuse it after the work."""
     if file and destination.is_dir():
         raise UserError(f"`{destination}` is a folder: {what} cannot replace it", "pass the path of a file to write")
     if destination.is_dir():
@@ -161,7 +162,24 @@ def _write_pieces(path: Path, pieces: Iterable[bytes], mode: int) -> None:
         with os.fdopen(handle, "wb") as stream:
             for piece in pieces:
                 stream.write(piece)
-        os.replace(temp, path)
+        replace_onto(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def replace_onto(temporary: Path, path: Path) -> None:
+    """Renames the finished `temporary` onto `path`. A refusal that no check before the work foresees names `path`,
+    the destination the user gave, never the temporary file (the caller's to remove: gone by the time the error is
+    said): a `path` that is a mount point (a bind-mounted file: EBUSY, or EXDEV) is the user's to fix; any other
+    (EACCES in a sticky folder where `path` is another user's, a disk gone read-only) is said as the machine's."""
+    try:
+        os.replace(temporary, path)
+    except OSError as exc:
+        if exc.errno in (errno.EBUSY, errno.EXDEV):
+            raise UserError(
+                f"`{path}` cannot be replaced ({exc.strerror}): it is a mount point, or held by the system",
+                "choose another path, or unmount what is there: lockgen writes a file beside it and renames it into "
+                "place; nothing was written",
+            ) from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from None

@@ -30,7 +30,7 @@ from typing import IO
 
 from lockgen.adapters import user_files
 from lockgen.adapters.store import file_guard
-from lockgen.adapters.atomic_files import UMASK, temporary_beside
+from lockgen.adapters.atomic_files import UMASK, replace_onto, temporary_beside
 from lockgen.adapters.tar_headers import AmbiguousTar, check_headers
 from lockgen.model.names import shown
 from lockgen.errors import PackError, UserError
@@ -113,7 +113,7 @@ def write(
                         meter("pack the artifacts (MiB)", done >> 20, total >> 20)
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temp, out)
+        replace_onto(temp, out)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise

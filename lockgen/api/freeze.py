@@ -42,7 +42,7 @@ def freeze(
     if prefix is None and python is None:
         raise UserError("freeze needs --prefix or --python", "name the environment to pin")
     path = out or default_lock_path(target)
-    check_writable(path, f"the lock {path}", WRITABLE_HINT)  # before the environment is read
+    check_writable(path, f"the lock {path}", WRITABLE_HINT, file=True)  # before the environment is read
     platform = home.native_platform("linux-64")
     packages: list[LockedPackage] = []
     if prefix is not None:
@@ -126,7 +126,7 @@ def _direct_url(dist: InstalledDistribution) -> dict[str, Any]:
 
 def write_inventory(python: str, out: Path, progress: Callable[[str], None]) -> NodeInventory:
     """Probes `python` (its distributions, then every RECORD row re-hashed on disk) and writes the inventory."""
-    check_writable(out, f"the inventory {out}", WRITABLE_HINT)  # before the probe re-hashes every file
+    check_writable(out, f"the inventory {out}", WRITABLE_HINT, file=True)  # before the probe re-hashes every file
     document = inventory_probe.node_inventory(Path(python), progress)
     inventory_file.write(out, document)
     return document

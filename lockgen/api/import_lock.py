@@ -58,7 +58,7 @@ def _no_cycle_collection() -> Iterator[None]:
 
 def _import(source: Path, target: str, out: Path | None, options: ImportOptions) -> tuple[Path, Lock]:
     path = out or default_lock_path(target)
-    check_writable(path, f"the lock {path}", WRITABLE_HINT)  # before the conversion and any index asked
+    check_writable(path, f"the lock {path}", WRITABLE_HINT, file=True)  # before the conversion and any index asked
     imported = read_foreign(source, options)
     if imported.unhashed:
         pinned, left_out = _pinned_from_index(imported.unhashed)

@@ -33,7 +33,8 @@ def render(lock_path: Path, platform: str | None, out: Path | None = None, fmt: 
     if fmt not in RENDERERS:
         raise UserError(f"unknown format `{fmt}`", f"formats: {', '.join(RENDERERS)}")
     if out is not None:
-        check_writable(out, f"--out {out}", WRITABLE_HINT)  # named as given, never the write's temporary file
+        # named as given, never the write's temporary file; a folder refused before the lock is read
+        check_writable(out, f"--out {out}", WRITABLE_HINT, file=True)
     lock = load_lock(lock_path)
     lock_builder.refuse_local(lock.package, "rendered for another tool")
     text = RENDERERS[fmt](lock, platform)

@@ -16,7 +16,7 @@ from lockgen.api.steps.manifest_steps import bundle_of
 def write_manifests(lock_path: Path, out: Path, progress: Callable[[str], None], known: Path | None = None) -> int:
     """Writes the bundle; returns how many manifests it holds. `known`: a bundle whose manifests are taken as
     they are (check-only entries have no other source: the bundle `pin` wrote of them)."""
-    check_writable(out, f"--out {out}", WRITABLE_HINT)  # before any manifest is read or fetched
+    check_writable(out, f"--out {out}", WRITABLE_HINT, file=True)  # before any manifest is read or fetched
     lock = load_lock(lock_path)
     progress(f"reading the manifests of {len(lock.package)} packages")
     found = bundle_of(lock, manifest_store.read_bundle(known) if known is not None else {})

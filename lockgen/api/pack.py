@@ -50,7 +50,7 @@ def pack(
     lock_path: Path, out: Path, platform: str | None, progress: Callable[[str], None], meter: Meter | None = None
 ) -> PackedArchive:
     """Writes the archive `out` of the lock's artifacts for `platform` (default: this host's)."""
-    check_writable(out, f"--out {out}", WRITABLE_HINT)  # before anything is fetched
+    check_writable(out, f"--out {out}", WRITABLE_HINT, file=True)  # before anything is fetched
     loaded = read_lock(lock_path)
     chosen = lock_platform(loaded.lock, platform)
     lock_builder.refuse_local(loaded.lock.packages_for(chosen), "packed")  # before anything is fetched

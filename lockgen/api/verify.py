@@ -41,10 +41,11 @@ from lockgen.core.certificate.numerics import NumericsReference, judge_against
 from lockgen.core.stack.stack_layout import certificate_path
 from lockgen.errors import LockFormatError, UserError
 from lockgen.model.certificate import KERNEL_SCHEMA, CertificateBody, Hardware, KernelReport, ProvenConformance, Subject
+from lockgen.model.certificate_time import created_text
 from lockgen.model.json_values import JsonObject, list_at, text_at
 from lockgen.model.inputs import BundleBytes
 from lockgen.model.lock import LoadedLock
-from lockgen.model.export_formats import LOCK_BOUND_FORMATS, NFD_VALID_FOR
+from lockgen.model.export_formats import LOCK_BOUND_FORMATS, NFD_VALID_FOR, valid_for_text
 from lockgen.model.names import normalize_arch
 from lockgen.model.oci import IMAGE_PREFIX, LOCK_LABEL, PREFIX_LABEL
 from lockgen.model.requests import Environment, Image, Prefix, Python
@@ -301,7 +302,7 @@ def _verify(
     extra += [wrong] if wrong else []
     tree = None if image else _recorded_tree(python, damaged_is_none=conformance is not None)
     body = build_body(
-        created=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created=created_text(started),  # the rule every reader holds it to (strftime writes year 1 as `1`)
         tool=f"lockgen {__version__}",
         arch=arch,
         mode="quick" if options.quick else "full",
@@ -369,13 +370,22 @@ def _emit(
             raise UserError(
                 f"--emit {fmt}={out} was not written ({why}); written: {', '.join(written)}",
                 f"free space there or choose another path, then render what is missing from the certificate: "
-                f"lockgen cert export {certificate} --format {fmt} --out FILE"
-                + (f" --expect-numerics {options.expect_numerics}" if options.expect_numerics else ""),
+                f"lockgen cert export {certificate} --format {fmt} --out FILE{_export_options(fmt, options)}",
             ) from None
         written.append(f"{fmt} {out}")
         progress(f"wrote {fmt} {out}")
         for note in rendering_notes(body, fmt, out, dt.datetime.now(dt.timezone.utc), options.valid_for):
             progress(f"note: {note}")
+
+
+def _export_options(fmt: str, options: VerifyOptions) -> str:
+    """The options that make `cert export` render `fmt` as this run did: the signer's public key (`keygen` writes
+    it beside the private key, as KEY.pub; a signed certificate is refused without it), an nfd rendering's
+    lifetime, the pinned numerics references."""
+    key = f" --key {options.key.with_name(options.key.name + '.pub')}" if options.key is not None else ""
+    valid_for = f" --valid-for {valid_for_text(options.valid_for)}" if fmt == "nfd" else ""
+    references = f" --expect-numerics {options.expect_numerics}" if options.expect_numerics is not None else ""
+    return key + valid_for + references
 
 
 def _conformance_record(conformance: Conformance | None) -> ProvenConformance | None:

@@ -12,15 +12,9 @@ from typing import Optional
 import typer
 
 from lockgen.cli.ui import emit, fail, handles_errors, progress, say
-from lockgen.model.export_formats import EXPORT_FORMATS, FILE_FORMATS, NFD_VALID_FOR
+from lockgen.model.export_formats import EXPORT_FORMATS, FILE_FORMATS, NFD_VALID_FOR, VALID_FOR_UNITS
 
 _DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
-_UNIT = {
-    "m": dt.timedelta(minutes=1),
-    "h": dt.timedelta(hours=1),
-    "d": dt.timedelta(days=1),
-    "w": dt.timedelta(weeks=1),
-}
 _EMIT_EXAMPLE = "e.g. --emit prom=/var/lib/prometheus/node-exporter/lockgen.prom,junit=report.xml"
 SIGNER_KEYS_HELP = (
     "A signer's public key (KEY.pub): the certificate must be signed by one of the keys given and its signature "
@@ -34,7 +28,7 @@ def parse_valid_for(text: str) -> dt.timedelta:
     matched = _DURATION.fullmatch(text.strip())
     if matched is None:
         fail(f"--valid-for {text!r} is not a duration", "pass a count and a unit: 30m, 12h, 7d or 2w", 2)
-    return int(matched.group(1)) * _UNIT[matched.group(2)]
+    return int(matched.group(1)) * VALID_FOR_UNITS[matched.group(2)]
 
 
 def parse_emit(values: list[str], certificate_out: Optional[Path]) -> tuple[tuple[str, Path], ...]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from lockgen.adapters.atomic_files import replace_onto
 from lockgen.adapters.conda import conda_meta
 from lockgen.adapters.distribution import registry
 from lockgen.adapters.image import oci_layout
@@ -152,7 +153,7 @@ def place(layout: Path, work: Path, out: Path, fmt: str, sboms: dict[str, bytes]
         oci_layout.write_archive(layout, archive)
     else:
         registry.to_docker_archive(layout, oci_layout.tag_of(layout), archive)
-    os.replace(archive, out)
+    replace_onto(archive, out)  # a refusal names `out`, never the work folder's archive
     for name, sbom in sboms.items():
         out.with_name(f"{out.name}.{name}").write_bytes(sbom)
 

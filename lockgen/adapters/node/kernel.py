@@ -32,7 +32,13 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from lockgen.core.certificate.kernel_deaths import CHECK_MARKS, PHASE_MARK, describe_death, describe_timeout
+from lockgen.core.certificate.kernel_deaths import (
+    CHECK_MARKS,
+    PHASE_MARK,
+    describe_death,
+    describe_timeout,
+    limit_text,
+)
 from lockgen.errors import KernelError
 
 if TYPE_CHECKING:  # the models import pydantic: 75 ms that `start_early` runs before
@@ -406,7 +412,7 @@ def run_distributed(
             waited = join_timeout_s if exc.rendezvous_timed_out else timeout_s
             raise KernelError(
                 f"the other nodes did not join at {rendezvous.endpoint} (run id {rendezvous.run_id!r}) within "
-                f"{waited:.0f} s",
+                f"{limit_text(waited)}",
                 "start the same command on every node (same --nodes, --rendezvous, --rendezvous-id) and check "
                 "that the endpoint's port is reachable from each",
             ) from None

@@ -302,7 +302,9 @@ def _unwritable_locks(
         path = context.lock_path(target)
         hint = f"make `{path.parent}` and its {path.name} writable, or copy the stack to a folder this user may write"
         try:
-            check_writable(path, _locks_of([target.name]), hint + "; `lockgen resolve --check` reads without writing")
+            check_writable(
+                path, _locks_of([target.name]), hint + "; `lockgen resolve --check` reads without writing", file=True
+            )
         except UserError as refused:
             loaded = current.get(target.name) or lock_if_any(target)
             if loaded is None or stated_staleness(context.stack, target, loaded):

@@ -112,13 +112,19 @@ def describe_death(
     return message, [said.split("=", 1)[0] for said in here]
 
 
+def limit_text(seconds: float) -> str:
+    """A time limit as a person reads it: under 10 s with its decimals (`--timeout 0.4` is `0.4 s`, never `0 s`),
+    whole seconds above (`600 s`)."""
+    return f"{seconds:.3g} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
 def describe_timeout(what: str, timeout_s: float, lines: Sequence[str], ranks: bool, cpu: bool) -> tuple[str, str]:
     """The error and hint for a kernel killed at `timeout_s`: the phase it was in when its lines tell it, a hung
     rank or collective where it ran `ranks`, and where to look: the GPUs and NCCL, or on a CPU the machine's
     speed (a CPU run is as fast as the cores it is given)."""
     phase = last_phase(lines)
     message = (
-        f"{what} did not finish within {timeout_s:.0f} s"
+        f"{what} did not finish within {limit_text(timeout_s)}"
         + (f" in phase {phase}" if phase else "")
         + (" (a hung rank or collective?)" if ranks else "")
         + "; every process it started was killed"
