@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from lockgen.adapters.node.signing import render
 from tests.conftest import REPO
@@ -151,9 +152,11 @@ def test_certificates_under_a_linked_folder_are_read_once_and_links_never_loop(t
 @pytest.mark.slow
 def test_json_is_strict_whatever_the_file_names_and_says_them_as_the_text_does(tmp_path: Path) -> None:
     """A node named by a file name that is not UTF-8 was written as a lone surrogate (`\\udcff`), which strict
-    JSON parsers refuse: each such byte is written `\\xff`, in `--json` (its rows and refusals) as in the text."""
+    JSON parsers refuse: each such byte is written `\\xff`, in `--json` (its rows and refusals) as in the text and
+    the summary."""
     folder = tmp_path / "fleet"
-    _write(folder / os.fsdecode(b"n\xff.cert.json"), _body(H200 / "h200-lock-full.cert.json", "2026-11-27T10:00:00Z"))
+    failing = _body(H200 / "degraded-tf32-off.cert.json", "2026-11-27T10:00:00Z")
+    _write(folder / os.fsdecode(b"n\xff.cert.json"), failing)
     (folder / os.fsdecode(b"bad\xfe.cert.json")).write_text("{not json")
     code, out, _ = _status(tmp_path, str(folder), "--json")
     assert code == 1 and not re.search(r"\\ud[89a-f]", out, re.IGNORECASE), out
@@ -164,7 +167,8 @@ def test_json_is_strict_whatever_the_file_names_and_says_them_as_the_text_does(t
     assert [(entry["node"], entry["source"]) for entry in report["refused"]] == [
         ("bad\\xfe", f"{folder}/bad\\xfe.cert.json")
     ]
-    code, out, _ = _status(tmp_path, str(folder))
+    code, out, err = _status(tmp_path, str(folder))
+    assert "error: 1 of 1 node certificates failed (n\\xff); 1 certificates refused (bad\\xfe)" in err, err
     assert code == 1 and out.startswith("n\\xff ") and "REFUSED bad\\xfe " in out, out
 
 
@@ -201,3 +205,14 @@ def test_rows_of_a_node_with_a_refused_certificate_are_counted_refused_not_faile
     report = _use_case(folder, tmp_path / "status.html")
     assert report["rows"].failing() == Failing(1, 1, ["odd", "slow"])
     assert "1 passed, 0 regressed, 1 failed, 1 refused" in (tmp_path / "status.html").read_text()
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.binary(max_size=12), text=st.text(st.characters(codec=None, exclude_categories=()), max_size=8))
+def test_a_name_of_any_bytes_is_strict_text_its_undecodable_bytes_escaped(name: bytes, text: str) -> None:
+    """`strict_text` of a file name Python decoded (surrogateescape) is its bytes decoded with each one UTF-8 cannot
+    read as `\\xNN`, as `backslashreplace` writes it; of any text, strict UTF-8 holds the result."""
+    from lockgen.core.fleet.fleet_status import strict_text
+
+    assert strict_text(os.fsdecode(name)) == name.decode("utf-8", "backslashreplace")
+    strict_text(text).encode("utf-8")

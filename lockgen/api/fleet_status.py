@@ -55,6 +55,7 @@ from lockgen.core.fleet.fleet_status import (
     plain_as_facts,
     refused_note as refused_note,  # the rows' wording, which the text says too (`cli.fleet_report`)
     status_rows,
+    strict_text,
     strict_values,
 )
 from lockgen.core.certificate.numerics_votes import (
@@ -237,7 +238,8 @@ class SpilledRows:
         failed either), and the nodes of the first FIRST_FAILING of both in the rows' order (noted as the rows were
         spilled, not read back: a fleet's failing nodes are counted, not held)."""
         images = [row for row in self._images if not row.passed]
-        first = [node for node, _ in heapq.merge(self._failing, [(row.node, row.covers) for row in images])]
+        merged = heapq.merge(self._failing, [(row.node, row.covers) for row in images])
+        first = [strict_text(node) for node, _ in merged]  # as the rows say them
         refused = sum(1 for row in images if row.refused)
         return Failing(self._failed + len(images) - refused, self._refused + refused, first[:FIRST_FAILING])
 
