@@ -322,7 +322,7 @@ def test_a_fleet_is_read_in_shares_of_whole_nodes_and_every_refusal_is_kept(
         False,
         0.05,
         None,
-        dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc),
+        dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc),  # after n007's certificate of 2099
     )
     assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(90) if node % 30]
     assert {entry["node"] for entry in report["refused"]} == {"n000", "n030", "n060"}
@@ -353,7 +353,7 @@ def test_a_kept_verdict_is_taken_only_for_the_same_bytes_and_key(
     folder.mkdir()
     for node in ("a", "b", "c"):
         (folder / f"{node}.cert.json").write_text(render(document))
-    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
 
     def status(key: str = "k") -> tuple[dict[str, float], dict[str, str]]:
         report = use_case.fleet_status([str(folder)], [tmp_path / f"{key}.pub"], False, 0.05, None, now)
@@ -408,7 +408,7 @@ def test_a_verdict_kept_under_other_rules_is_no_verdict(tmp_path: Path, monkeypa
     folder = tmp_path / "fleet"
     folder.mkdir()
     (folder / "a.cert.json").write_text(render(forged))
-    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
 
     def refused() -> dict[str, str]:
         report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
@@ -559,7 +559,8 @@ def test_a_row_s_json_text_is_json_s_own_byte_for_byte(
 def test_the_walk_finds_what_rglob_finds_as_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`user_files.names_ending` (the fleet's walk: text, no Path per entry) finds what `rglob("*.cert.json")`
     finds, spelled as `str` of rglob's paths: nested and hidden names, a folder named like a certificate (and what
-    is in it), a link to a file; a linked folder is not entered; from ".", a relative and an absolute root."""
+    is in it), a link to a file; a link to a folder under the root is not walked again (it is walked by its real
+    path: `test_fleet_status_review` walks a linked folder elsewhere); from ".", a relative and an absolute root."""
     import os
 
     from lockgen.adapters.user_files import names_ending
@@ -812,7 +813,7 @@ def test_failing_nodes_are_counted_and_the_first_five_named(tmp_path: Path, monk
     report = use_case.fleet_status([str(folder)], [], False, 0.05, None, now)
     failing_rows = [row["node"] for row in report["rows"] if not row["passed"]]
     assert failing_rows == [f"n{node:02d}" for node in range(1, 24, 3)]
-    assert report["rows"].failing() == (8, failing_rows[:5])
+    assert report["rows"].failing() == use_case.Failing(8, 0, failing_rows[:5])
     status = run_cli("fleet", "status", str(folder))
     assert status.returncode == 1
     assert "8 of 24 node certificates failed (n01, n04, n07, n10, n13)" in status.stderr
@@ -860,7 +861,7 @@ def test_the_cores_take_shares_at_once_a_failed_child_s_are_read_again_and_none_
     monkeypatch.setattr(use_case, "_share_rows", noted_share)
     monkeypatch.setattr(parallel.Forked, "data", noted_wait)
     monkeypatch.setattr(parallel.Forked, "__init__", noted_fork)
-    now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 12, 2, tzinfo=dt.timezone.utc)
     report = use_case.fleet_status([str(folder)], [tmp_path / "k.pub"], False, 0.05, None, now)
     assert [row["node"] for row in report["rows"]] == [f"n{node:03d}" for node in range(40)] and len(pids) == 1
     assert events[0] == "this process's share" and events.index("a child waited for") == len(events) - 1

@@ -326,7 +326,7 @@ def test_a_file_an_empty_argument_and_a_refused_latest_answer_as_the_typer_app(
     (row, refused) = out.splitlines()
     assert code == 1 and row.split()[:4] == ["node-b", "lock", row.split()[2], "REFUSED"], out
     assert row.endswith("[1 refused certificate of this node, undated: may be its latest]")
-    assert refused.startswith("REFUSED node-b ") and "error: 1 of 1 node certificates failed (node-b)" in err
+    assert refused.startswith("REFUSED node-b ") and "error: 0 failed, 1 refused of 1 node certificates (node-b)" in err
     (json_row,) = json.loads(answers["mixed", True][1])["rows"]
     assert json_row["node"] == "node-b" and json_row["passed"] is False and json_row["refused"] == 1
 

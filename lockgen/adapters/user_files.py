@@ -98,11 +98,15 @@ def _size(limit: int) -> str:
 
 def names_ending(root: str, suffix: str) -> Iterator[str]:
     """Every path under the folder `root` (as `str(Path)` writes it) whose name ends with `suffix`, as text, in the
-    order the folders list them: what `Path(root).rglob(f"*{suffix}")` finds (folders linked to are not entered;
-    one that cannot be listed is passed over), without a Path per entry."""
-    pending = [root]
+    order the folders list them: what `Path(root).rglob(f"*{suffix}")` finds, and what is under the folders linked
+    to (an NFS layout's `certs/rack1 -> /elsewhere/rack1`), each real folder walked once (a link to a folder walked,
+    or to be, or to one of its parents is passed over: no loop); one that cannot be listed is passed over. Without
+    a Path per entry, nor a system call per folder that is no link: a folder's real path is its parent's and its
+    name."""
+    pending = [(root, os.path.realpath(root))]
+    walked = {pending[0][1]}  # the real paths of the trees walked: the root's and each linked folder's
     while pending:
-        folder = pending.pop()
+        folder, real = pending.pop()
         prefix = "" if folder == "." else folder if folder.endswith("/") else folder + "/"
         try:
             with os.scandir(folder) as entries:
@@ -115,6 +119,23 @@ def names_ending(root: str, suffix: str) -> Iterator[str]:
                 yield path
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    pending.append(path)
+                    inside = os.path.join(real, entry.name)
+                    if inside not in walked:  # else a link to it was followed: walked there
+                        pending.append((path, inside))
+                elif entry.is_symlink() and entry.is_dir():
+                    target = os.path.realpath(path)
+                    if not _under(target, walked):
+                        walked.add(target)
+                        pending.append((path, target))
             except OSError:
                 continue
+
+
+def _under(real: str, walked: set[str]) -> bool:
+    """Whether the real path `real` is one of `walked` or inside one of them."""
+    while real not in walked:
+        parent = os.path.dirname(real)
+        if parent == real:
+            return False
+        real = parent
+    return True

@@ -51,12 +51,19 @@ from lockgen.core.fleet.fleet_status import (
     StatusRow,
     certificate_facts,
     facts_from_plain,
-    moment,
+    dated,
     plain_as_facts,
     refused_note as refused_note,  # the rows' wording, which the text says too (`cli.fleet_report`)
     status_rows,
+    strict_text,
+    strict_values,
 )
-from lockgen.core.certificate.numerics_votes import CountedFingerprint, Member, OddFingerprints
+from lockgen.core.certificate.numerics_votes import (
+    CountedFingerprint,
+    Member,
+    OddFingerprints,
+    difference_words as difference_words,  # the NUMERICS lines' wording, which the text says too (`cli.fleet_report`)
+)
 from lockgen.core.stack.stack_layout import CERT_SUFFIX
 from lockgen.errors import LockFormatError, LockgenError, UserError
 from lockgen.model.fingerprint import Fingerprint, plain_fingerprint
@@ -113,8 +120,8 @@ def fleet_status(
                 reason = attestation.reason or ""
                 if attestation.body is not None:
                     try:
-                        moment(attestation.body.created)
-                    except LockFormatError as error:  # a time its row cannot be dated by
+                        dated(attestation.body.created, now)
+                    except LockFormatError as error:  # a time its row cannot be dated by, or a future one
                         reason = error.message
                     else:
                         attached.append((image, attestation.location, attestation.body))
@@ -142,10 +149,10 @@ def fleet_status(
         for row in sorted(images, key=lambda row: (row.node, row.covers))
         if row.numerics is not None
     ]
-    refused += folders.refused
+    refused = [strict_values(entry) for entry in refused + folders.refused]  # their nodes counted: written from here on
     judged = OddFingerprints(fingerprints.counted)
     members = heapq.merge(fingerprints.members(judged), image_members, key=lambda member: member[0])
-    differ = [difference.as_json() for difference in judged.differences(members)]
+    differ = [strict_values(difference.as_json()) for difference in judged.differences(members)]
     if html is not None:  # the page draws every node: it holds them
         generated = now.strftime("%Y-%m-%dT%H:%M:%SZ")
         write_atomic(html, status_page(list(rows.rows()), generated, refused, differ, bool(public_keys)))
@@ -196,15 +203,28 @@ class ShareFingerprints:
     members: int
 
 
+@dataclass(frozen=True)
+class Failing:
+    """The rows that did not pass: how many failed, how many are of a node with a refused certificate (counted
+    apart: refused, not failed), and the nodes of the first FIRST_FAILING of both."""
+
+    failed: int
+    refused: int
+    first: list[str]
+
+
 class SpilledRows:
     """A fleet's rows as JSON objects, each made when it is read, from unnamed temporary files the rows were
     written to as their nodes finished (marshal records, one per row, in node order): no row is held;
     iterable any number of times, as `--json` and the text do."""
 
-    def __init__(self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]], failed: int) -> None:
+    def __init__(
+        self, files: list[tuple[SpillFile, int]], failing: list[tuple[str, str]], failed: int, refused: int
+    ) -> None:
         self._files = files  # (file, how many rows it holds), in node order
-        self._failing = failing  # (node, covers) of the first rows that failed (FIRST_FAILING a share), in node order
-        self._failed = failed  # how many rows failed
+        self._failing = failing  # (node, covers) of the first rows not passed (FIRST_FAILING a share), in node order
+        self._failed = failed  # how many rows failed, their node's certificates all accepted
+        self._refused = refused  # how many rows are of a node with a refused certificate (`StatusRow.refused`)
         self._images: list[StatusRow] = []  # attestations' rows: an image per source, held
 
     def add_sorted(self, images: list[StatusRow]) -> None:
@@ -213,12 +233,15 @@ class SpilledRows:
     def __len__(self) -> int:
         return sum(count for _, count in self._files) + len(self._images)
 
-    def failing(self) -> tuple[int, list[str]]:
-        """How many rows failed, and the nodes of the first FIRST_FAILING of them in the rows' order (noted as the
-        rows were spilled, not read back: a fleet's failing nodes are counted, not held)."""
-        images = [(row.node, row.covers) for row in self._images if not row.passed]
-        first = [node for node, _ in heapq.merge(self._failing, images)][:FIRST_FAILING]
-        return self._failed + len(images), first
+    def failing(self) -> Failing:
+        """How many rows failed, how many are refused (of a node with a refused certificate: not passed, but not
+        failed either), and the nodes of the first FIRST_FAILING of both in the rows' order (noted as the rows were
+        spilled, not read back: a fleet's failing nodes are counted, not held)."""
+        images = [row for row in self._images if not row.passed]
+        merged = heapq.merge(self._failing, [(row.node, row.covers) for row in images])
+        first = [strict_text(node) for node, _ in merged]  # as the rows say them
+        refused = sum(1 for row in images if row.refused)
+        return Failing(self._failed + len(images) - refused, self._refused + refused, first[:FIRST_FAILING])
 
     def rows(self) -> Iterator[StatusRow]:
         return heapq.merge(self._spilled(), self._images, key=lambda row: (row.node, row.covers))
@@ -259,11 +282,13 @@ def _spill(row: StatusRow, spill: SpillFile) -> None:
 
 @dataclass(frozen=True)
 class ShareRead:
-    """A share of the folders' certificates read: how many rows it wrote, how many of them failed and the first
-    FIRST_FAILING of those (node, covers), its nodes' latest fingerprints (counted), the refusals."""
+    """A share of the folders' certificates read: how many rows it wrote, how many of them failed, how many are
+    refused (`SpilledRows.failing`) and the first FIRST_FAILING of both (node, covers), its nodes' latest
+    fingerprints (counted), the refusals."""
 
     rows: int
     failed: int
+    refused_rows: int
     failing: list[tuple[str, str]]
     fingerprints: ShareFingerprints
     refused: list[Refusal]
@@ -314,16 +339,17 @@ def _folder_rows(paths: SortedSpill, keys: Signers, now: dt.datetime, noise: flo
     reads = [taken[number] for number in range(len(shares))]
     files: list[tuple[SpillFile, int]] = []
     failing: list[tuple[str, str]] = []
-    failed = 0
+    failed = refused_rows = 0
     fingerprints = FleetFingerprints()
     refused: list[Refusal] = []
     for read, stream in zip(reads, streams):
         files.append((stream[0], read.rows))
         failing += read.failing
         failed += read.failed
+        refused_rows += read.refused_rows
         fingerprints.add_share(read.fingerprints, stream[1])
         refused += read.refused
-    return FoldersRead(SpilledRows(files, failing, failed), fingerprints, refused)
+    return FoldersRead(SpilledRows(files, failing, failed, refused_rows), fingerprints, refused)
 
 
 Share = tuple[SpillFile, int]  # a share's paths, in node order, and how many
@@ -382,7 +408,7 @@ def _share_rows(
     are read, and (node, index of its fingerprint) to the second: only one node's certificates and rows are
     held at a time; returned: how many rows, the fingerprints counted, the refusals."""
     stream, members = streams
-    count = failed = 0
+    count = failed = refused_rows = 0
     failing: list[tuple[str, str]] = []
     counted: list[tuple[Fingerprint, dict[str, Any], int]] = []
     index_of: dict[tuple[int, int], int] = {}  # by the fingerprint's and the stack's objects (shared, below)
@@ -394,7 +420,7 @@ def _share_rows(
 
     def facts(path: str) -> CertificateFacts:
         found = _verified_facts(path, keys, kept_keys, accepted, kept, shared)
-        moment(found.created)  # a time a row cannot be dated by: this certificate refused, not the status
+        dated(found.created, now)  # a time a row cannot be dated by (or a future one): this certificate refused
         return found
 
     for node, group in groupby(share[0].records(share[1]), key=_node_of):
@@ -408,8 +434,11 @@ def _share_rows(
             _spill(row, stream)
             count += 1
             if not row.passed:
-                failed += 1
-                if failed <= FIRST_FAILING:
+                if row.refused:
+                    refused_rows += 1
+                else:
+                    failed += 1
+                if failed + refused_rows <= FIRST_FAILING:
                     failing.append((row.node, row.covers))
             if row.numerics is not None:
                 index = index_of.setdefault((id(row.numerics), id(row.stack)), len(counted))
@@ -421,7 +450,7 @@ def _share_rows(
                 written += 1
     stream.finish()
     members.finish()
-    return ShareRead(count, failed, failing, ShareFingerprints(counted, written), refused)
+    return ShareRead(count, failed, refused_rows, failing, ShareFingerprints(counted, written), refused)
 
 
 class SharedFacts:

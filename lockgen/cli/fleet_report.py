@@ -5,9 +5,8 @@ print through `print_status`, so both say the same bytes."""
 
 from __future__ import annotations
 
-from lockgen.api.fleet_status import refused_note
+from lockgen.api.fleet_status import difference_words, refused_note
 from lockgen.cli.terminal import print_json_texts, progress, say
-from lockgen.model.fingerprint import digests_text
 from lockgen.model.names import escaped, shown
 
 TYPE_CHECKING = False
@@ -31,13 +30,18 @@ def print_status(report: dict[str, Any], keyed: bool, as_json: bool) -> tuple[st
         )
     else:
         _print_text(report)
-    failed, failing = rows.failing()
+    failing = rows.failing()
+    failed, refused = failing.failed, failing.refused
     differ = [entry["node"] for entry in report["numerics"]["differ"]]
-    if not (failed or report["refused"] or differ):
+    if not (failed or refused or report["refused"] or differ):
         return None
     return (
-        f"{failed} of {len(rows)} node certificates failed"
-        + (f" ({', '.join(failing)})" if failing else "")
+        (
+            f"{failed} failed, {refused} refused of {len(rows)} node certificates"
+            if refused
+            else f"{failed} of {len(rows)} node certificates failed"
+        )
+        + (f" ({', '.join(failing.first)})" if failing.first else "")
         + (
             f"; {len(report['refused'])} certificates refused "
             f"({', '.join(shown(entry['node']) for entry in report['refused'][:5])})"
@@ -84,7 +88,7 @@ def _print_text(report: dict[str, Any]) -> None:
     for entry in report["numerics"]["differ"]:
         shared = entry["key"]
         say(
-            f"NUMERICS {shown(entry['node'])}: {digests_text(entry['digests'])} from {entry['against']} "
+            f"NUMERICS {shown(entry['node'])}: {escaped(difference_words(entry))} "
             f"({shown(shared['device'])}, driver {shown(str(shared['driver']))}); likely cause: "
             f"{shown(entry['cause'], 400)}"
         )

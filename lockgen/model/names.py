@@ -28,6 +28,21 @@ def escaped(text: str) -> str:
     return UNSHOWABLE.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _byte_escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else escaped(found.group())
+
+
+def undecoded_escaped(text: str) -> str:
+    """A name made of a file's name (a node's, a path) as UTF-8 can carry it, and so strict JSON: each byte its
+    decoding could not read (held as a lone surrogate by Python's surrogateescape, `\\udcff`) written as its escape
+    (`\\xff`, the byte the name has), any other lone surrogate as `escaped` writes it; the rest as given."""
+    return LONE_SURROGATE.sub(_byte_escape, text)
+
+
 def shown(text: str, limit: int = 120) -> str:
     """User-supplied text fit for a one-line message: cut to `limit`, then `escaped`."""
     return escaped(text[:limit])

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lockgen.core.certificate.numerics_votes import likely_cause, unrecorded_cause
+from lockgen.core.certificate.numerics_votes import likely_cause, one_sided_text, unrecorded_cause
 from lockgen.model.certificate import CertificateBody, Check, Hardware, KernelNumerics, Numerics, NumericsKey
 from lockgen.model.fingerprint import digests_text
 from lockgen.model.json_values import JsonObject
@@ -92,24 +92,14 @@ def difference_text(mine: dict[str, str], theirs: dict[str, str], whose: str, he
     `ref.json`", "A's"): the values that differ, then the digests measured on one side only, which say other
     software measured, not other bits."""
     differing = differing_digests(mine, theirs)
-    said = []
     changed = [name for name in differing if name in mine and name in theirs]
-    if changed:
-        said.append(f"{digests_text(changed)} from {whose}")
-    for names, one, several in (
-        (
-            [name for name in differing if name not in theirs],
-            f"was measured {here} but is missing from {whose}",
-            f"were measured {here} but are missing from {whose}",
-        ),
-        (
-            [name for name in differing if name not in mine],
-            f"is in {whose} but was not measured {here}",
-            f"are in {whose} but were not measured {here}",
-        ),
-    ):
-        if names:
-            said.append(f"digest {names[0]} {one}" if len(names) == 1 else f"digests {', '.join(names)} {several}")
+    said = [f"{digests_text(changed)} from {whose}"] if changed else []
+    said += one_sided_text(
+        [name for name in differing if name not in theirs],
+        [name for name in differing if name not in mine],
+        whose,
+        here,
+    )
     return "; ".join(said)
 
 

@@ -1,6 +1,7 @@
 """Numerics fingerprints compared across nodes, in plain values: which node computes different bits from the
 others of its key (the same GPU model, driver, environment and library versions: `FingerprintKey`), which digests
-differ, and the likely cause, in order: a setting that differs from the nodes it is compared with
+differ (a digest measured on some nodes only is said as such: another lockgen or mode measured other digests, not
+other bits), and the likely cause, in order: a setting that differs from the nodes it is compared with
 (NVIDIA_TF32_OVERRIDE=0 changes the TF32 product's bits), a library from outside the environment, software the key
 cannot tell apart (an environment without a digest), else the hardware itself (silent data corruption).
 
@@ -13,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from lockgen.model.fingerprint import Fingerprint, FingerprintKey
+from lockgen.model.fingerprint import Fingerprint, FingerprintKey, digests_text
 from lockgen.model.json_values import list_at, object_at
 
 if TYPE_CHECKING:
@@ -129,24 +130,64 @@ def unrecorded_cause(stack: JsonObject) -> str:
     )
 
 
+MEASURED_ELSEWHERE = (
+    "this node and the others of its key measured different sets of digests: another lockgen (its kernel) or mode "
+    "computed them, not the hardware"
+)
+
+
+def one_sided_text(here_only: Sequence[str], there_only: Sequence[str], whose: str, here: str) -> list[str]:
+    """The digests measured on one side only, in words: those measured `here` ("here", "in B") but missing from
+    `whose` ("A's", "the others of its key"), and those in `whose` but not measured `here`."""
+    said = []
+    for names, one, several in (
+        (
+            here_only,
+            f"was measured {here} but is missing from {whose}",
+            f"were measured {here} but are missing from {whose}",
+        ),
+        (there_only, f"is in {whose} but was not measured {here}", f"are in {whose} but were not measured {here}"),
+    ):
+        if names:
+            said.append(f"digest {names[0]} {one}" if len(names) == 1 else f"digests {', '.join(names)} {several}")
+    return said
+
+
 @dataclass(frozen=True)
 class NumericsDifference:
-    """A node whose bits differ: which digests, from whom, and the likely cause."""
+    """A node whose bits differ: which digests (`digests`: all of them; of those, `missing_here`: measured by its
+    key's other nodes, not by it; `missing_elsewhere`: measured by it, not by the others), from whom, and the likely
+    cause."""
 
     node: str
     key: FingerprintKey
     digests: tuple[str, ...]
     against: str  # "the 3 other nodes of its key", "no majority among 2 nodes", "the reference"
     cause: str
+    missing_here: tuple[str, ...] = ()
+    missing_elsewhere: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         return {
             "node": self.node,
             "key": self.key.as_json(),
             "digests": list(self.digests),
+            "missing_here": list(self.missing_here),
+            "missing_elsewhere": list(self.missing_elsewhere),
             "against": self.against,
             "cause": self.cause,
         }
+
+
+def difference_words(entry: Mapping[str, Any]) -> str:
+    """What differs of a node in words (`NumericsDifference.as_json`'s `entry`; the text's NUMERICS line and the
+    page say it): the digests whose values differ from whom, then those measured on one side only, which say other
+    software or mode measured, not other bits."""
+    one_sided = set(entry["missing_here"]) | set(entry["missing_elsewhere"])
+    changed = [name for name in entry["digests"] if name not in one_sided]
+    said = [f"{digests_text(changed)} from {entry['against']}"] if changed else []
+    said += one_sided_text(entry["missing_elsewhere"], entry["missing_here"], "the others of its key", "here")
+    return "; ".join(said)
 
 
 @dataclass(frozen=True)
@@ -162,11 +203,26 @@ class CountedFingerprint:
 Member = tuple[str, int]  # (node, the index of its counted fingerprint)
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """Why a counted fingerprint is named: the digests its value is outvoted on, those whose values have no
+    majority (it measured them), those its key's majority measured and it did not (`missing_here`) or it measured
+    and the majority did not (`missing_elsewhere`: where as many nodes measured a digest as did not, both), and the
+    majority's value of each digest (None: none has one)."""
+
+    outvoted: tuple[str, ...]
+    disputed: tuple[str, ...]
+    missing_here: tuple[str, ...]
+    missing_elsewhere: tuple[str, ...]
+    majority: dict[str, str | None]
+
+
 class OddFingerprints:
     """Counted fingerprints judged against their key's majority, digest by digest: which of them are named
-    (outvoted on some digest, or of a key where some digest has no majority), and how many nodes were compared
-    (those sharing a key with another). Only the nodes of the named ones are ever needed to name them
-    (`differences`), so the majority's names need not be held."""
+    (outvoted on some digest, of a key where some digest has no majority, or measuring another set of digests than
+    the majority: a digest a node did not measure is no value, so it never outvotes nor blames the hardware), and how
+    many nodes were compared (those sharing a key with another). Only the nodes of the named ones are ever needed to
+    name them (`differences`), so the majority's names need not be held."""
 
     def __init__(self, counted: Sequence[CountedFingerprint]) -> None:
         self._counted = counted
@@ -176,7 +232,7 @@ class OddFingerprints:
         self.compared = 0
         self._keys = sorted(groups, key=lambda key: (key_text(key), json.dumps(key.as_json(), ensure_ascii=False)))
         self._members = groups
-        self._judged: dict[int, tuple[tuple[str, ...], tuple[str, ...], dict[str, str | None]]] = {}
+        self._judged: dict[int, _Judged] = {}
         for indices in groups.values():
             total = sum(counted[index].nodes for index in indices)
             if total < 2:
@@ -184,20 +240,35 @@ class OddFingerprints:
             self.compared += total
             names = sorted({name for index in indices for name in counted[index].numerics.digests})
             majority: dict[str, str | None] = {}
+            measured: dict[str, int] = {}  # by how many nodes
             for name in names:
                 votes: Counter[str] = Counter()
                 for index in indices:
-                    votes[counted[index].numerics.digests.get(name, "")] += counted[index].nodes
+                    value = counted[index].numerics.digests.get(name)
+                    if value is not None:
+                        votes[value] += counted[index].nodes
+                measured[name] = sum(votes.values())
                 (value, count), *_ = votes.most_common(1)
-                majority[name] = value if 2 * count > total else None
-            disputed = tuple(name for name in names if majority[name] is None)
+                majority[name] = value if 2 * count > measured[name] else None
+            disputed = [name for name in names if majority[name] is None]
             for index in indices:
                 digests = counted[index].numerics.digests
                 outvoted = tuple(
-                    name for name in names if majority[name] is not None and digests.get(name) != majority[name]
+                    name
+                    for name in names
+                    if majority[name] is not None and name in digests and digests[name] != majority[name]
                 )
-                if outvoted or disputed:
-                    self._judged[index] = (outvoted, disputed, majority)
+                missing_here = tuple(name for name in names if name not in digests and 2 * measured[name] >= total)
+                missing_elsewhere = tuple(name for name in names if name in digests and 2 * measured[name] <= total)
+                judged = _Judged(
+                    outvoted,
+                    tuple(name for name in disputed if name in digests),
+                    missing_here,
+                    missing_elsewhere,
+                    majority,
+                )
+                if outvoted or judged.disputed or missing_here or missing_elsewhere:
+                    self._judged[index] = judged
 
     def named(self, index: int) -> bool:
         """Whether the nodes of counted fingerprint `index` are named."""
@@ -212,10 +283,11 @@ class OddFingerprints:
             indices = [index for _, index in group]
             own = Counter(indices)
             for index in indices:
-                if index not in self._judged:
+                judged = self._judged.get(index)
+                if judged is None:
                     continue
                 entry = self._counted[index]
-                outvoted, disputed, majority = self._judged[index]
+                outvoted, majority = judged.outvoted, judged.majority
                 candidates = [
                     other
                     for other in self._members[entry.numerics.key]
@@ -224,11 +296,12 @@ class OddFingerprints:
                 ]
                 peers = {other: self._counted[other].nodes - own[other] for other in candidates}
                 present = frozenset(other for other, count in peers.items() if count > 0)
-                cause = causes.get((index, present))
+                one_sided = judged.missing_here + judged.missing_elsewhere
+                cause = MEASURED_ELSEWHERE if one_sided else causes.get((index, present))
                 if cause is None:
                     stacks = [self._counted[other].stack for other in candidates if other in present]
                     cause = causes.setdefault((index, present), likely_cause(entry.stack, entry.numerics, stacks))
-                if outvoted:
+                if outvoted or not judged.disputed:
                     count = sum(peers.values())
                     against = f"the {count} other nodes of its key" if count != 1 else "the other node of its key"
                 else:
@@ -237,6 +310,14 @@ class OddFingerprints:
                         f"the others: no value has a majority among its key's {total} nodes (pin a reference: "
                         "verify --expect-numerics)"
                     )
-                difference = NumericsDifference(node, entry.numerics.key, outvoted or disputed, against, cause)
+                difference = NumericsDifference(
+                    node,
+                    entry.numerics.key,
+                    tuple(sorted({*(outvoted or judged.disputed), *one_sided})),
+                    against,
+                    cause,
+                    judged.missing_here,
+                    judged.missing_elsewhere,
+                )
                 found.setdefault(entry.numerics.key, []).append(difference)
         return [difference for key in self._keys for difference in found.get(key, [])]

@@ -16,13 +16,21 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from lockgen.core.fleet.fleet_status import HEADLINES, StatusRow, age_text, refused_note
-from lockgen.model.fingerprint import digests_text
+from lockgen.core.fleet.fleet_status import HEADLINES, StatusRow, age_text, refused_note, strict_text
+from lockgen.model.names import escaped
+from lockgen.core.certificate.numerics_votes import difference_words
 
 COLOURS = {"passed": "#2e9e44", "regressed": "#e0a100", "failed": "#d1342f", "refused": "#7b3294"}
 CHART_WIDTH, BAR_HEIGHT, CHAR_WIDTH = 640, 22, 7.5  # px; labels are sized by their longest text
 CHART_BARS = 40  # bars a chart draws at most
 LOWER_IS_BETTER = ("training",)  # of HEADLINES' groups: a step's time, where the highest values are the ones to look at
+
+
+def _shown(text: object) -> str:
+    """Text not lockgen's own as the page shows it: as the text output escapes it (`escaped`: a direction override,
+    a C1 control, a newline as its Python escape; a name's bytes that are not UTF-8 as `strict_text` writes them),
+    then as HTML (`html.escape`), so nothing in it reorders the page or is read as markup."""
+    return escape(escaped(strict_text(str(text))))
 
 
 def _state(row: StatusRow) -> str:
@@ -36,10 +44,10 @@ def _cell(row: StatusRow | None) -> str:
         return '<td class="none">no certificate</td>'
     state = _state(row)
     why = "; ".join(([refused_note(row.refused)] if row.refused else []) + list(row.failed[:3] or row.regressions[:3]))
-    detail = f"<br><small>{escape(why)}</small>" if why else ""
+    detail = f"<br><small>{_shown(why)}</small>" if why else ""
     return (
         f'<td style="background:{COLOURS[state]}" '
-        f'title="{escape(row.source)}">{escape(state.upper())}<br><small>{escape(age_text(row.age_s))} ago, '
+        f'title="{_shown(row.source)}">{_shown(state.upper())}<br><small>{_shown(age_text(row.age_s))} ago, '
         f"{row.certificates} cert.</small>{detail}</td>"
     )
 
@@ -56,7 +64,7 @@ def _chart(label: str, worse_when_higher: bool, rows: list[StatusRow]) -> str:
         values, rest = ordered[:CHART_BARS], ordered[CHART_BARS:]
         more = (
             f"<p>the {CHART_BARS} {'highest' if worse_when_higher else 'lowest'} of {len(ordered)} nodes; "
-            f"{len(rest)} more from {rest[0][2]:.4g} to {rest[-1][2]:.4g} {escape(unit)}</p>"
+            f"{len(rest)} more from {rest[0][2]:.4g} to {rest[-1][2]:.4g} {_shown(unit)}</p>"
         )
     label_width = max(160.0, CHAR_WIDTH * max(len(f"{node} ({covered})") for node, covered, _, _ in values))
     bars = []
@@ -64,14 +72,14 @@ def _chart(label: str, worse_when_higher: bool, rows: list[StatusRow]) -> str:
         y = index * (BAR_HEIGHT + 6)
         width = max(1.0, (CHART_WIDTH - 120) * (value / top))  # the fraction first: at most 1, never inf
         bars.append(
-            f'<text x="0" y="{y + 16}" font-size="13">{escape(node)} ({escape(covered)})</text>'
+            f'<text x="0" y="{y + 16}" font-size="13">{_shown(node)} ({_shown(covered)})</text>'
             f'<rect x="{label_width:.0f}" y="{y}" width="{width:.1f}" height="{BAR_HEIGHT}" fill="#3b6ea8"/>'
-            f'<text x="{label_width + 6 + width:.1f}" y="{y + 16}" font-size="13">{value:.4g} {escape(unit)}</text>'
+            f'<text x="{label_width + 6 + width:.1f}" y="{y + 16}" font-size="13">{value:.4g} {_shown(unit)}</text>'
         )
     height = len(values) * (BAR_HEIGHT + 6)
     return (
-        f'<h3>{escape(label)} ({escape(unit)})</h3><svg width="{label_width + CHART_WIDTH:.0f}" height="{height}" '
-        f'role="img" aria-label="{escape(label)}">{"".join(bars)}</svg>{more}'
+        f'<h3>{_shown(label)} ({_shown(unit)})</h3><svg width="{label_width + CHART_WIDTH:.0f}" height="{height}" '
+        f'role="img" aria-label="{_shown(label)}">{"".join(bars)}</svg>{more}'
     )
 
 
@@ -80,7 +88,7 @@ def _refusals(refused: Sequence[dict[str, str]]) -> str:
     if not refused:
         return ""
     lines = "".join(
-        f"<tr><td>{escape(entry['node'])}</td><td>{escape(entry['source'])}</td><td>{escape(entry['reason'])}</td></tr>"
+        f"<tr><td>{_shown(entry['node'])}</td><td>{_shown(entry['source'])}</td><td>{_shown(entry['reason'])}</td></tr>"
         for entry in refused
     )
     return (
@@ -94,9 +102,9 @@ def _differences(differ: Sequence[dict[str, Any]]) -> str:
     if not differ:
         return ""
     lines = "".join(
-        f"<tr><td>{escape(entry['node'])}</td><td>{escape(digests_text(entry['digests']))} from "
-        f"{escape(entry['against'])}</td><td>{escape(str(entry['key']['device']))}, driver "
-        f"{escape(str(entry['key']['driver']))}</td><td>{escape(entry['cause'])}</td></tr>"
+        f"<tr><td>{_shown(entry['node'])}</td><td>{_shown(difference_words(entry))}</td>"
+        f"<td>{_shown(entry['key']['device'])}, driver "
+        f"{_shown(entry['key']['driver'])}</td><td>{_shown(entry['cause'])}</td></tr>"
         for entry in differ
     )
     return (
@@ -119,9 +127,9 @@ def status_page(
     nodes = sorted({row.node for row in rows})
     columns = sorted({row.covers for row in rows})
     by_cell = {(row.node, row.covers): row for row in rows}
-    header = "".join(f"<th>{escape(column)}</th>" for column in columns)
+    header = "".join(f"<th>{_shown(column)}</th>" for column in columns)
     body = "".join(
-        f"<tr><th>{escape(node)}</th>{''.join(_cell(by_cell.get((node, c))) for c in columns)}</tr>" for node in nodes
+        f"<tr><th>{_shown(node)}</th>{''.join(_cell(by_cell.get((node, c))) for c in columns)}</tr>" for node in nodes
     )
     counts = {state: sum(1 for row in rows if _state(row) == state) for state in COLOURS}
     summary = ", ".join(f"{count} {state}" for state, count in counts.items())
@@ -140,7 +148,7 @@ td,th{{border:1px solid #999;padding:8px 12px;text-align:center}} td{{color:#fff
 td.none{{background:#eee;color:#555;font-weight:normal}} small{{font-weight:normal}}
 table.list td{{color:#000;font-weight:normal;text-align:left}}</style></head>
 <body><h1>lockgen fleet status</h1>
-<p>{escape(str(len(rows)))} node and lock pairs: {escape(summary)}. Generated {escape(generated)}.</p>{note}
+<p>{_shown(str(len(rows)))} node and lock pairs: {_shown(summary)}. Generated {_shown(generated)}.</p>{note}
 <table><tr><th>node</th>{header}</tr>{body}</table>
 {_refusals(refused)}{_differences(differ)}
 <h2>Headline figures across nodes</h2>{charts or "<p>no figures recorded</p>"}

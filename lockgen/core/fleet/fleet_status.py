@@ -14,13 +14,13 @@ import marshal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii as _text
+from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from lockgen.errors import LockFormatError
-from lockgen.model.certificate_time import CREATED_FORM, created_moment
+from lockgen.model.certificate_time import CREATED_FORM, created_moment, created_text
 from lockgen.model.fingerprint import Fingerprint, fingerprint_of
-from lockgen.model.names import shown
+from lockgen.model.names import shown, undecoded_escaped
 
 if TYPE_CHECKING:  # the models only where a certificate read by them is reduced (`certificate_facts`)
     from lockgen.model.certificate import CertificateBody, FigureReadings
@@ -57,19 +57,23 @@ class StatusRow:
     )  # of its kernel's stack, what names a cause: settings, foreign libraries
 
     def as_json(self) -> dict[str, object]:
+        """The row as `--json` writes it (and the text reads it): strict JSON, every text `strict_text`."""
         return {
-            "node": self.node,
-            "covers": self.covers,
-            "source": self.source,
-            "created": self.created,
+            "node": strict_text(self.node),
+            "covers": strict_text(self.covers),
+            "source": strict_text(self.source),
+            "created": strict_text(self.created),
             "age_s": round(self.age_s),
             "age": age_text(self.age_s),
-            "arch": self.arch,
+            "arch": strict_text(self.arch),
             "passed": self.passed,
             "refused": self.refused,
-            "failed": list(self.failed),
-            "figures": {label: {"value": value, "unit": unit} for label, (value, unit) in self.figures.items()},
-            "regressions": list(self.regressions),
+            "failed": [strict_text(name) for name in self.failed],
+            "figures": {
+                strict_text(label): {"value": value, "unit": strict_text(unit)}
+                for label, (value, unit) in self.figures.items()
+            },
+            "regressions": [strict_text(change) for change in self.regressions],
             "certificates": self.certificates,
         }
 
@@ -104,6 +108,29 @@ class StatusRow:
                 "}",
             )
         )
+
+
+def strict_text(text: str) -> str:
+    """`text` as strict JSON carries it: a name of a file's bytes that are not UTF-8 (a node's, a path: lone
+    surrogates, which strict parsers refuse) with those bytes escaped (`undecoded_escaped`: `\\xff`)."""
+    return text if text.isascii() else undecoded_escaped(text)
+
+
+def strict_values(value: Any) -> Any:
+    """A refusal's or a difference's values with every text as strict JSON carries it (`strict_text`): a node named
+    by a file's name that is not UTF-8 has its bytes escaped, as the rows do."""
+    if isinstance(value, str):
+        return strict_text(value)
+    if isinstance(value, dict):
+        return {strict_text(name): strict_values(item) for name, item in value.items()}
+    if isinstance(value, list):
+        return [strict_values(item) for item in value]
+    return value
+
+
+def _text(text: str) -> str:
+    """A text as `json.dumps` writes `strict_text(text)`."""
+    return encode_basestring_ascii(strict_text(text))
 
 
 def _number(value: float) -> str:
@@ -275,6 +302,23 @@ def moment(created: str) -> dt.datetime:
         raise LockFormatError(
             f"its time `{shown(created, 40)}` is not {CREATED_FORM}",
             "certificates are written by `lockgen verify`; use the original file",
+        )
+    return found
+
+
+CLOCK_SKEW = dt.timedelta(minutes=5)  # how far ahead of this machine's clock a node's clock may run
+
+
+def dated(created: str, now: dt.datetime) -> dt.datetime:
+    """`moment`, of a certificate `now` can date: LockFormatError for one created more than CLOCK_SKEW after `now`
+    (a node's clock wrong, or the time edited and signed), which would read "0 s ago" and stay its node's latest
+    for ever: its age against this clock means nothing."""
+    found = moment(created)
+    if found - now > CLOCK_SKEW:
+        raise LockFormatError(
+            f"it was created {created}, after this machine's clock ({created_text(now)}) by more than "
+            f"{CLOCK_SKEW.seconds // 60} min: it cannot be dated against this clock",
+            "set the clocks of the node that made it and of this machine right (NTP), and certify the node again",
         )
     return found
 
