@@ -85,33 +85,40 @@ def _chart(label: str, worse_when_higher: bool, rows: list[StatusRow]) -> str:
 
 def _refusals(refused: Sequence[dict[str, str]]) -> str:
     """The certificates refused, each with its node, file and reason (the text's REFUSED lines)."""
-    if not refused:
-        return ""
-    lines = "".join(
-        f"<tr><td>{_shown(entry['node'])}</td><td>{_shown(entry['source'])}</td><td>{_shown(entry['reason'])}</td></tr>"
-        for entry in refused
-    )
-    return (
-        "<h2>Refused certificates</h2><p>These do not count, each for the reason given, and no node of theirs is "
-        f'shown as passed.</p><table class="list"><tr><th>node</th><th>file</th><th>reason</th></tr>{lines}</table>'
+    return _table(
+        "Refused certificates",
+        "These do not count, each for the reason given, and no node of theirs is shown as passed.",
+        ("node", "file", "reason"),
+        [(entry["node"], entry["source"], entry["reason"]) for entry in refused],
     )
 
 
 def _differences(differ: Sequence[dict[str, Any]]) -> str:
     """The nodes whose numerics differ, with the digests, their key and the likely cause (the text's NUMERICS lines)."""
-    if not differ:
+    return _table(
+        "Nodes whose numerics differ",
+        "Each computes different bits than the others of its key.",
+        ("node", "what differs", "key", "likely cause"),
+        [
+            (
+                entry["node"],
+                difference_words(entry),
+                f"{entry['key']['device']}, driver {entry['key']['driver']}",
+                entry["cause"],
+            )
+            for entry in differ
+        ],
+    )
+
+
+def _table(title: str, intro: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A section of the page: its title, a line of lockgen's own, and a table whose every cell is escaped
+    (`_shown`); nothing where there are no rows."""
+    if not rows:
         return ""
-    lines = "".join(
-        f"<tr><td>{_shown(entry['node'])}</td><td>{_shown(difference_words(entry))}</td>"
-        f"<td>{_shown(entry['key']['device'])}, driver "
-        f"{_shown(entry['key']['driver'])}</td><td>{_shown(entry['cause'])}</td></tr>"
-        for entry in differ
-    )
-    return (
-        "<h2>Nodes whose numerics differ</h2><p>Each computes different bits than the others of its key.</p>"
-        f'<table class="list"><tr><th>node</th><th>what differs</th><th>key</th><th>likely cause</th></tr>{lines}'
-        "</table>"
-    )
+    head = "".join(f"<th>{header}</th>" for header in headers)
+    body = "".join("<tr>" + "".join(f"<td>{_shown(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f'<h2>{title}</h2><p>{intro}</p><table class="list"><tr>{head}</tr>{body}</table>'
 
 
 def status_page(
