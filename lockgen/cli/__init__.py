@@ -32,7 +32,7 @@ _stopped_by: int | None = None  # the signal (of `_STOPPED`) that ended this com
 def _stop_cleanly(number: int, _frame: object) -> None:
     """SIGTERM (a scheduler's cancel, `kill`, a container's stop) and SIGHUP (a closed terminal) unwind the command
     as Ctrl-C does, so its clean-up runs (the temporary folders, the kernel `verify` started) instead of the
-    process dying with them left behind. A second one ends the process at once, as the signal's default does."""
+    process dying with them left behind. After one, either ends the process at once, as its default does."""
     import signal
 
     global _stopped_by
