@@ -92,7 +92,8 @@ def write_fleet(folder: Path, count: int, private_key: Path, form: str = "file")
     frame = framed[len(head) :]
     value = frame[frame.rindex('"value": "') + 10 :][:88]
     for node in range(count):
-        created = f"2026-12-{1 + node % 28:02d}T{node % 24:02d}:{node % 60:02d}:{(node // 60) % 60:02d}Z"
+        # in November: never after the clock of whoever runs it (a status refuses a certificate from the future)
+        created = f"2026-11-{1 + node % 28:02d}T{node % 24:02d}:{node % 60:02d}:{(node // 60) % 60:02d}Z"
         gemm = f"{780 + node % 100 + 0.12345678:.8f}"  # as many characters as GEMM, and its own shortest repr
         tf32 = "f" * 64 if node % 500 == 499 else TF32
         if form == "file":
